@@ -1,0 +1,67 @@
+"""dynajax: PyTorch's define-by-run programming model on a JAX engine.
+
+>>> import dynajax as dj
+>>> x = dj.tensor(1.0, requires_grad=True); y = dj.tensor(2.0, requires_grad=True)
+>>> z = x + y; z.backward(); print(x.grad)
+tensor(1.)
+"""
+import jax as _jax
+
+_jax.config.update("jax_enable_x64", True)  # PyTorch's int64/float64; dtypes are always passed explicitly
+
+from . import autograd as autograd  # noqa: E402
+from . import ops as _ops  # noqa: E402,F401
+from . import random as random  # noqa: E402
+from ._device import cuda as cuda  # noqa: E402
+from ._device import device as device  # noqa: E402
+from ._dtype import *  # noqa: E402,F401,F403
+from ._dtype import bool_ as bool  # noqa: E402
+from ._dtype import dtype as dtype  # noqa: E402
+from ._dtype import finfo as finfo  # noqa: E402
+from ._dtype import get_default_dtype as get_default_dtype  # noqa: E402
+from ._dtype import iinfo as iinfo  # noqa: E402
+from ._dtype import set_default_dtype as set_default_dtype  # noqa: E402
+from ._dtype import promote_types as _promote_np  # noqa: E402
+from ._tensor import Size as Size  # noqa: E402
+from ._tensor import Tensor as Tensor  # noqa: E402
+from .autograd.grad_mode import enable_grad as enable_grad  # noqa: E402
+from .autograd.grad_mode import inference_mode as inference_mode  # noqa: E402
+from .autograd.grad_mode import is_grad_enabled as is_grad_enabled  # noqa: E402
+from .autograd.grad_mode import no_grad as no_grad  # noqa: E402
+from .autograd.grad_mode import set_grad_enabled as set_grad_enabled  # noqa: E402
+from .ops.convert import *  # noqa: E402,F401,F403
+from .ops.creation import *  # noqa: E402,F401,F403
+from .ops.elementwise import *  # noqa: E402,F401,F403
+from .ops.reduce import *  # noqa: E402,F401,F403
+from .ops.shape import *  # noqa: E402,F401,F403
+from .random import Generator as Generator  # noqa: E402
+from .random import get_rng_state as get_rng_state  # noqa: E402
+from .random import initial_seed as initial_seed  # noqa: E402
+from .random import manual_seed as manual_seed  # noqa: E402
+from .random import seed as seed  # noqa: E402
+from .random import set_rng_state as set_rng_state  # noqa: E402
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def result_type(tensor1, tensor2) -> dtype:
+    from ._dtype import from_np, result_type as _rt
+    return from_np(_rt(tensor1, tensor2))
+
+
+def promote_types(type1: dtype, type2: dtype) -> dtype:
+    from ._dtype import from_np
+    return from_np(_promote_np(type1.np, type2.np))
+
+
+def can_cast(from_: dtype, to: dtype) -> bool:
+    from ._dtype import _category
+    return _category(from_.np) <= _category(to.np)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()

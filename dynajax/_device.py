@@ -1,0 +1,101 @@
+"""Device names as in PyTorch ("cpu", "cuda", "cuda:1", "tpu") mapped onto JAX devices."""
+from __future__ import annotations
+
+import jax
+
+_PLATFORM = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "tpu": "tpu", "mps": "METAL"}
+
+
+class device:
+    """A device handle: ``dynajax.device("cuda:0")``; compares equal to its string name."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index: int | None = None) -> None:
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif isinstance(type, int):
+            type, index = default_accelerator(), type
+        elif ":" in type:
+            type, idx = type.split(":")
+            index = int(idx)
+        if type not in _PLATFORM:
+            raise RuntimeError(f"Expected one of cpu, cuda, tpu, mps device type at start of device string: {type}")
+        self.type, self.index = type, index
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and self.type == other.type and (
+            self.index == other.index or self.index is None or other.index is None)
+
+    def __hash__(self) -> int:
+        return hash(self.type)
+
+    def jax_device(self):
+        """The jax.Device this names, raising PyTorch-style if absent."""
+        try:
+            devs = jax.devices(_PLATFORM[self.type])
+        except RuntimeError:
+            devs = []
+        if not devs:
+            raise RuntimeError(f"dynajax: no '{self.type}' device is available to JAX on this machine "
+                               f"(available: {[d.platform for d in jax.devices()]}). Use device='cpu'.")
+        i = self.index or 0
+        if i >= len(devs):
+            raise RuntimeError(f"dynajax: {self.type} device index {i} out of range ({len(devs)} available)")
+        return devs[i]
+
+
+def default_accelerator() -> str:
+    p = jax.default_backend()
+    return {"gpu": "cuda"}.get(p, p)
+
+
+def device_of(array) -> device:
+    try:
+        d = next(iter(array.devices()))
+    except Exception:
+        return device("cpu")
+    t = {"gpu": "cuda"}.get(d.platform, d.platform)
+    return device(t if t in _PLATFORM else "cpu", d.id if t != "cpu" else None)
+
+
+def put(array, dev):
+    """Place ``array`` on device ``dev`` (None keeps it where it is)."""
+    if dev is None:
+        return array
+    d = dev if isinstance(dev, device) else device(dev)
+    return jax.device_put(array, d.jax_device())
+
+
+class cuda:
+    """``dynajax.cuda.is_available()`` and friends, answered from JAX's GPU backend."""
+
+    @staticmethod
+    def is_available() -> bool:
+        try:
+            return bool(jax.devices("gpu"))
+        except RuntimeError:
+            return False
+
+    @staticmethod
+    def device_count() -> int:
+        return len(jax.devices("gpu")) if cuda.is_available() else 0
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        from .random import manual_seed
+        manual_seed(seed)
+
+    manual_seed_all = manual_seed
+
+    @staticmethod
+    def synchronize() -> None:
+        pass

@@ -1,0 +1,207 @@
+"""dtypes with PyTorch's names and PyTorch's type promotion rules.
+
+Internally every array carries a numpy dtype; the public ``dynajax.float32``
+etc. are :class:`dtype` objects that map one to one onto those.
+"""
+from __future__ import annotations
+
+import builtins as _b
+
+import ml_dtypes
+import numpy as np
+
+
+class dtype:
+    """A tensor element type, spelled as in PyTorch (``dynajax.float32``)."""
+
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "is_signed", "itemsize")
+
+    def __init__(self, name: str, np_dtype) -> None:
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.is_floating_point = self.np.kind == "f" or self.np == ml_dtypes.bfloat16
+        self.is_complex = self.np.kind == "c"
+        self.is_signed = self.np.kind in "fic" or self.is_floating_point
+        self.itemsize = self.np.itemsize
+
+    def __repr__(self) -> str:
+        return f"dynajax.{self.name}"
+
+    def to_real(self) -> "dtype":
+        return {complex64: float32, complex128: float64}.get(self, self)
+
+
+float16 = dtype("float16", np.float16)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16)
+float32 = dtype("float32", np.float32)
+float64 = dtype("float64", np.float64)
+complex64 = dtype("complex64", np.complex64)
+complex128 = dtype("complex128", np.complex128)
+uint8 = dtype("uint8", np.uint8)
+int8 = dtype("int8", np.int8)
+int16 = dtype("int16", np.int16)
+int32 = dtype("int32", np.int32)
+int64 = dtype("int64", np.int64)
+bool_ = dtype("bool", np.bool_)
+
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
+cfloat, cdouble = complex64, complex128
+
+_ALL = (float16, bfloat16, float32, float64, complex64, complex128,
+        uint8, int8, int16, int32, int64, bool_)
+_FROM_NP = {d.np: d for d in _ALL}
+_BY_NAME = {d.name: d for d in _ALL}
+_BY_NAME.update(half=float16, float=float32, double=float64, short=int16,
+                int=int32, long=int64, cfloat=complex64, cdouble=complex128)
+
+_default_float = float32
+
+
+def from_np(np_dtype) -> dtype:
+    """The dynajax dtype of a numpy/jax dtype (raises TypeError if unsupported)."""
+    try:
+        return _FROM_NP[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(f"dynajax has no dtype for numpy dtype {np_dtype}") from None
+
+
+def to_np(d) -> np.dtype:
+    """Accept a dynajax dtype, a numpy/jax dtype, a Python type or a name; return a numpy dtype."""
+    if isinstance(d, dtype):
+        return d.np
+    if d is _b.float:
+        return _default_float.np
+    if d is _b.int:
+        return int64.np
+    if d is _b.bool:
+        return bool_.np
+    if isinstance(d, str):
+        name = d.removeprefix("torch.").removeprefix("dynajax.")
+        if name in _BY_NAME:
+            return _BY_NAME[name].np
+    return from_np(d).np
+
+
+
+def set_default_dtype(d) -> None:
+    """Set the dtype of float tensors created from Python floats (float32 or float64)."""
+    global _default_float
+    d = from_np(to_np(d))
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default_float = d
+
+
+def get_default_dtype() -> dtype:
+    return _default_float
+
+
+def default_float_np() -> np.dtype:
+    return _default_float.np
+
+
+# ---------------------------------------------------------------- promotion
+# Categories order the kinds: bool < integer < floating < complex.
+def _category(np_dtype: np.dtype) -> _b.int:
+    if np_dtype == np.bool_:
+        return 0
+    if np_dtype.kind in "iu":
+        return 1
+    if np_dtype.kind == "c":
+        return 3
+    return 2
+
+
+_PAIR_CACHE: dict = {}
+
+
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's promotion of two tensor dtypes of equal priority."""
+    key = (a, b)
+    r = _PAIR_CACHE.get(key)
+    if r is None:
+        if a == b:
+            r = a
+        else:
+            ca, cb = _category(a), _category(b)
+            if ca != cb:
+                hi, lo = (a, b) if ca > cb else (b, a)
+                r = hi if not (hi.kind == "c" and lo.kind == "f" and lo.itemsize > hi.itemsize // 2) \
+                    else np.dtype(np.complex128)
+            else:
+                import jax.numpy as jnp
+                r = np.dtype(jnp.promote_types(a, b))
+        _PAIR_CACHE[key] = r
+    return r
+
+
+def _scalar_np(x) -> np.dtype:
+    if isinstance(x, _b.bool):
+        return bool_.np
+    if isinstance(x, _b.int):
+        return int64.np
+    if isinstance(x, _b.complex):
+        return complex64.np if _default_float is float32 else complex128.np
+    return _default_float.np
+
+
+def _combine(higher, lower):
+    """Fold a lower-priority group's type into a higher one (torch's combine_categories)."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    ch, cl = _category(higher), _category(lower)
+    if ch >= cl and ch >= 2:
+        return higher
+    if ch == 0 or cl > ch:
+        return promote_types(higher, lower)
+    return higher
+
+
+_RESULT_CACHE: dict = {}
+
+
+def result_type(*args) -> np.dtype:
+    """PyTorch's ``result_type`` over tensors and Python scalars.
+
+    Dimensioned tensors decide the type; 0-d tensors and then Python scalars can
+    only raise its category (``float32 + float64 0-d -> float32``,
+    ``int64 + 1.5 -> float32``).
+    """
+    key = tuple(_key_of(a) for a in args)
+    r = _RESULT_CACHE.get(key)
+    if r is None:
+        groups = [None, None, None]  # dimensioned, zero-dim, python scalar
+        for prio, d in key:
+            groups[prio] = d if groups[prio] is None else promote_types(groups[prio], d)
+        r = _combine(groups[0], _combine(groups[1], groups[2]))
+        _RESULT_CACHE[key] = r
+    return r
+
+
+def _key_of(a):
+    v = getattr(a, "_value", None)
+    if v is not None:
+        return (0 if v.ndim else 1, v.dtype)
+    if isinstance(a, np.ndarray) or hasattr(a, "dtype"):
+        return (0 if np.ndim(a) else 1, np.dtype(a.dtype))
+    return (2, _scalar_np(a))
+
+
+def is_float(np_dtype: np.dtype) -> _b.bool:
+    return _category(np_dtype) >= 2
+
+
+def is_integral(np_dtype: np.dtype, include_bool: _b.bool = False) -> _b.bool:
+    c = _category(np_dtype)
+    return c == 1 or (include_bool and c == 0)
+
+
+def finfo(d):
+    return ml_dtypes.finfo(to_np(d))
+
+
+def iinfo(d):
+    return np.iinfo(to_np(d))

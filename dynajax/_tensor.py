@@ -1,0 +1,380 @@
+"""``Tensor``: a jax.Array with PyTorch's autograd attributes.
+
+A JAX array is immutable, so in-place ops compute a new array and rebind it
+inside the same Tensor, bumping a version counter shared with its views.
+Math methods are attached by the op modules (one definition serves both
+``dynajax.exp(x)`` and ``x.exp()``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype
+from .autograd import grad_mode
+from .ops import registry
+
+
+class Tensor:
+    """A multi-dimensional array with gradient tracking, like ``torch.Tensor``.
+
+    >>> x = dynajax.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward(); x.grad
+    tensor([2., 4.])
+    """
+
+    __slots__ = ("_value", "_rg", "grad", "grad_fn", "_out_idx", "_vc", "_base", "_view",
+                 "_view_ver", "_hooks", "_retains_grad", "__weakref__", "__dict__")
+    __array_priority__ = 1000
+
+    def __new__(cls, data=None, *args, **kwargs):
+        if cls is Tensor and data is None:
+            return _make(_empty_value())
+        if cls is Tensor:
+            from .ops.creation import tensor
+            return tensor(data).float() if not kwargs and not args else tensor(data, *args, **kwargs)
+        return object.__new__(cls)
+
+    # ---------------------------------------------------------------- basics
+    @property
+    def shape(self) -> "Size":
+        return Size(self._value.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._value.shape)
+        return self._value.shape[_wrap_dim(dim, self._value.ndim)]
+
+    def dim(self) -> int:
+        return self._value.ndim
+
+    ndimension = dim
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    def numel(self) -> int:
+        return int(self._value.size)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._value.dtype.itemsize
+
+    @property
+    def dtype(self) -> _dtype.dtype:
+        return _dtype.from_np(self._value.dtype)
+
+    @property
+    def device(self):
+        from ._device import device_of
+        return device_of(self._value)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def is_floating_point(self) -> bool:
+        return _dtype.from_np(self._value.dtype).is_floating_point
+
+    def is_complex(self) -> bool:
+        return self._value.dtype.kind == "c"
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return True
+
+    def contiguous(self, memory_format=None) -> "Tensor":
+        return self
+
+    def data_ptr(self) -> int:
+        return id(self._base if self._base is not None else self)
+
+    # ---------------------------------------------------------------- autograd attributes
+    @property
+    def requires_grad(self) -> bool:
+        if self._base is not None:
+            self._sync()
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set whether autograd records ops on this leaf tensor (in place)."""
+        if self.grad_fn is not None:
+            if requires_grad:
+                return self
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
+                               "to use a computed variable in a subgraph that doesn't require "
+                               "differentiation use var_no_grad = var.detach().")
+        if requires_grad and not _is_diff_dtype(self._value.dtype):
+            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients "
+                               f"(got dtype {self.dtype!r})")
+        self._rg = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        if self._base is not None:
+            self._sync()
+        return self.grad_fn is None
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        if self.grad_fn is None:
+            if not self._rg:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        if self._retains_grad:
+            return
+        self._retains_grad = True
+        ref = self
+
+        def _keep(g):
+            ref.grad = g.detach() if ref.grad is None else ref.grad + g.detach()
+        _keep._retain = True
+        _node_hooks(self).append(_keep)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new grad.
+
+        Returns a handle whose ``remove()`` unregisters the hook.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        hooks = _node_hooks(self) if self.grad_fn is not None else _leaf_hooks(self)
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see ``dynajax.autograd.backward``)."""
+        from .autograd.engine import backward
+        backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def detach(self) -> "Tensor":
+        """A tensor sharing this one's value (and later in-place writes), outside the graph."""
+        from .ops.views import detached_view
+        return detached_view(self)
+
+    def detach_(self) -> "Tensor":
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn, self._rg = None, False
+        return self
+
+    @property
+    def data(self) -> "Tensor":
+        from .ops.views import detached_view
+        return detached_view(self)
+
+    @data.setter
+    def data(self, other: "Tensor") -> None:
+        other = other if isinstance(other, Tensor) else Tensor(other)
+        self._value = other._value
+        self._vc[1] += 1
+
+    # ---------------------------------------------------------------- conversions
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self._value.size != 1:
+            raise RuntimeError(f"a Tensor with {self._value.size} elements cannot be converted to Scalar")
+        if self._base is not None:
+            self._sync()
+        return np.asarray(self._value).reshape(()).item()
+
+    def tolist(self):
+        if self._base is not None:
+            self._sync()
+        return np.asarray(self._value).tolist()
+
+    def numpy(self, force: bool = False) -> np.ndarray:
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self._base is not None:
+            self._sync()
+        return np.asarray(self._value)
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self.detach()._value)
+        return a.astype(dtype) if dtype is not None else a
+
+    def __jax_array__(self):
+        return self.detach()._value
+
+    def __bool__(self) -> bool:
+        if self._value.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __index__(self) -> int:
+        if self._value.size != 1 or not _dtype.is_integral(self._value.dtype, include_bool=True):
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self._value.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if self._value.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        from ._format import tensor_repr
+        if self._base is not None:
+            self._sync()
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self._value.ndim == 0:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (np.asarray(self.detach()._value), self._rg))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                               "the deepcopy protocol at the moment.")
+        new = type(self).__new__(type(self)) if type(self) is not Tensor else object.__new__(Tensor)
+        _init(new, self._value, self._rg)
+        if self.grad is not None:
+            new.grad = _make(self.grad._value)
+        for k, v in getattr(self, "__dict__", {}).items():
+            import copy
+            setattr(new, k, copy.deepcopy(v, memo))
+        memo[id(self)] = new
+        return new
+
+    # ---------------------------------------------------------------- views / in place
+    def _sync(self) -> None:
+        """Recompute a view whose base was written in place since it was made."""
+        vc = self._vc
+        if self._view_ver != vc[0] + vc[1]:
+            from .ops.views import refresh
+            refresh(self)
+
+    def _assign(self, result: "Tensor") -> "Tensor":
+        from .ops.views import assign
+        return assign(self, result)
+
+
+class Size(tuple):
+    """A tensor shape: a tuple of ints with ``numel()``, printed like PyTorch's."""
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"dynajax.Size([{', '.join(str(s) for s in self)}])"
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+
+class _HookHandle:
+    def __init__(self, hooks: list, hook) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _node_hooks(t: Tensor) -> list:
+    node = t.grad_fn
+    if node.pre_hooks is None:
+        node.pre_hooks = {}
+    return node.pre_hooks.setdefault(t._out_idx, [])
+
+
+def _leaf_hooks(t: Tensor) -> list:
+    if t._hooks is None:
+        t._hooks = []
+    return t._hooks
+
+
+def _is_diff_dtype(np_dtype) -> bool:
+    return _dtype.is_float(np_dtype)
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    """Normalise a possibly negative dim, raising PyTorch's IndexError when out of range."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+def _init(t: Tensor, value, requires_grad=False, grad_fn=None, idx=0, vc=None) -> Tensor:
+    t._value = value
+    t._rg = requires_grad
+    t.grad = None
+    t.grad_fn = grad_fn
+    t._out_idx = idx
+    t._vc = [0, 0] if vc is None else vc
+    t._base = None
+    t._view = None
+    t._view_ver = 0
+    t._hooks = None
+    t._retains_grad = False
+    return t
+
+
+def _make(value, requires_grad=False, grad_fn=None, idx=0, vc=None) -> Tensor:
+    return _init(object.__new__(Tensor), value, requires_grad, grad_fn, idx, vc)
+
+
+Tensor._make = staticmethod(_make)
+
+
+def _empty_value():
+    import jax.numpy as jnp
+    return jnp.zeros((0,), _dtype.get_default_dtype().np)
+
+
+def _rebuild(array, requires_grad):
+    import jax.numpy as jnp
+    return _make(jnp.asarray(array), requires_grad)
+
+
+def method(*names):
+    """Attach the decorated function to Tensor under ``names`` (the first name by default)."""
+    def attach(fn):
+        for n in names or (fn.__name__,):
+            setattr(Tensor, n, fn)
+        return fn
+    return attach
+
+
+registry._Tensor = Tensor

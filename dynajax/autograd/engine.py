@@ -1,0 +1,314 @@
+"""Engine 1: the native tape. Walks recorded Nodes in reverse creation order
+(a valid topological order, since a node is always created after its inputs),
+iteratively, so graph depth is unbounded."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from . import grad_mode
+from .graph import FREED_MSG, Node
+
+_anomaly = {"enabled": False}
+
+
+def _tensor_cls():
+    from .._tensor import Tensor
+    return Tensor
+
+
+def _as_tuple(x) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, (list, tuple)):
+        return tuple(x)
+    return (x,)
+
+
+def _root_grads(outputs, grad_outputs, create_graph) -> list:
+    from ..ops.creation import ones_like
+    T = _tensor_cls()
+    grads = []
+    for i, out in enumerate(outputs):
+        g = grad_outputs[i] if i < len(grad_outputs) else None
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g = ones_like(out)
+        else:
+            if not isinstance(g, T):
+                from ..ops.creation import tensor
+                g = tensor(g, dtype=out.dtype)
+            if tuple(g.shape) != tuple(out.shape):
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {_sz(g.shape)} "
+                                   f"and output[{i}] has a shape of {_sz(out.shape)}.")
+            if not create_graph:
+                g = g.detach()
+        grads.append(g)
+    return grads
+
+
+def _sz(shape) -> str:
+    return f"torch.Size([{', '.join(str(s) for s in shape)}])"
+
+
+def _collect(roots: Sequence) -> list:
+    """All Nodes reachable from the root edges, highest sequence number first."""
+    seen, stack = set(), [fn for fn, idx in roots if idx >= 0]
+    nodes = []
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        nodes.append(n)
+        for e in n.edges:
+            if e is not None and e[1] >= 0 and id(e[0]) not in seen:
+                stack.append(e[0])
+    nodes.sort(key=lambda n: n.seq, reverse=True)
+    return nodes
+
+
+def _useful(e, needed: set, targets: dict) -> bool:
+    fn, idx = e
+    return (id(fn), idx) in targets or (idx >= 0 and id(fn) in needed)
+
+
+def _needed(nodes: list, targets: dict) -> set:
+    """ids of nodes whose rule must run to reach some target."""
+    needed: set = set()
+    for n in reversed(nodes):  # ascending seq: inputs before consumers
+        if any(e is not None and _useful(e, needed, targets) for e in n.edges):
+            needed.add(id(n))
+    return needed
+
+
+def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None):
+    """Propagate ``grad_outputs`` from ``outputs`` back through the graph.
+
+    ``targets`` maps ``(id(fn), idx)`` keys to captured grads (``autograd.grad``);
+    when None, gradients are accumulated into leaves' ``.grad``.
+    """
+    from ..ops.reduce import sum_to_shape
+    T = _tensor_cls()
+    roots = []
+    for out in outputs:
+        if out._base is not None:
+            out._sync()
+        if out.grad_fn is not None:
+            roots.append((out.grad_fn, out._out_idx))
+        elif out._rg:
+            roots.append((out, -1))
+        else:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    nodes = _collect(roots)
+    needed = _needed(nodes, targets) if targets is not None else None
+    buffers: dict = {}
+    leaf_buf: dict = {}
+
+    def push(edge, g):
+        fn, idx = edge
+        if idx < 0:
+            k = id(fn)
+            prev = leaf_buf.get(k)
+            leaf_buf[k] = (fn, g if prev is None else prev[1] + g)
+        else:
+            slot = buffers.setdefault(id(fn), [None] * len(fn.out_meta))
+            slot[idx] = g if slot[idx] is None else slot[idx] + g
+
+    for edge, g in zip(roots, grad_outputs):
+        push(edge, g)
+
+    with grad_mode.set_grad_enabled(create_graph):
+        for node in nodes:
+            gs = buffers.pop(id(node), None)
+            if gs is None:
+                continue
+            if node.pre_hooks:
+                gs = _run_pre_hooks(node, gs)
+            if targets is not None:
+                for i, g in enumerate(gs):
+                    if (id(node), i) in targets and g is not None:
+                        targets[(id(node), i)] = g
+                if id(node) not in needed:
+                    continue
+            in_grads = _call_rule(node, gs, retain_graph)
+            for i, (e, g) in enumerate(zip(node.edges, in_grads)):
+                if e is None or g is None:
+                    continue
+                if needed is not None and not _useful(e, needed, targets):
+                    continue
+                shape, dt = node.in_meta[i]
+                if g._value.shape != shape:
+                    g = sum_to_shape(g, shape)
+                if g._value.dtype != dt:
+                    from .._dtype import from_np
+                    g = g.to(from_np(dt))
+                if _anomaly["enabled"]:
+                    _check_nan(node, g)
+                push(e, g)
+
+        for leaf, g in leaf_buf.values():
+            if leaf._hooks:
+                for h in list(leaf._hooks):
+                    r = h(g)
+                    if r is not None:
+                        g = r
+            if targets is not None:
+                if (id(leaf), -1) in targets:
+                    targets[(id(leaf), -1)] = g
+                continue
+            if not create_graph:
+                g = g.detach()
+            leaf.grad = g if leaf.grad is None else (leaf.grad + g if create_graph else
+                                                     T._make((leaf.grad._value + g._value)))
+
+
+def _run_pre_hooks(node: Node, gs: list) -> list:
+    gs = list(gs)
+    for idx, hooks in node.pre_hooks.items():
+        if gs[idx] is None:
+            continue
+        for h in list(hooks):
+            r = h(gs[idx])
+            if r is not None and not getattr(h, "_retain", False):
+                gs[idx] = r
+    return gs
+
+
+def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
+    from ..ops.creation import zeros
+    T = _tensor_cls()
+    if node.freed:
+        raise RuntimeError(FREED_MSG)
+    inputs = []
+    for s in node.saved:
+        if isinstance(s, tuple):
+            t, ver = s
+            if t._vc[0] != ver:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [{t.dtype!r} {list(t.shape)}] is at version {t._vc[0]}; "
+                    f"expected version {ver} instead. Hint: the backtrace further above shows the "
+                    "operation that failed to compute its gradient.")
+            inputs.append(t)
+        else:
+            inputs.append(s)
+    out = None
+    if node.out_saved is not None:
+        value, vc, ver = node.out_saved
+        if vc[0] != ver:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [output 0 of {node.name()}] is at version {vc[0]}; expected version {ver} "
+                "instead. Hint: the backtrace further above shows the operation that failed to compute "
+                "its gradient.")
+        if node.op.nout == 1:
+            out = T._make(value, True, node, 0, vc)
+        else:
+            out = tuple(T._make(v, True, node, i, vc) for i, v in enumerate(value))
+    if node.op.nout == 1:
+        g = gs[0]
+    else:
+        g = tuple(gs[i] if gs[i] is not None else zeros(node.out_meta[i][0], dtype=_np_to_dj(node.out_meta[i][1]))
+                  for i in range(len(gs)))
+    res = node.op.rule(g, out, *inputs, **node.params)
+    if not isinstance(res, tuple):
+        res = (res,)
+    if not retain_graph and (node.out_saved is not None or any(isinstance(s, tuple) for s in node.saved)):
+        node.freed = True
+        node.saved = tuple(None if isinstance(s, tuple) else s for s in node.saved)
+        node.out_saved = None
+    return res
+
+
+def _np_to_dj(d):
+    from .._dtype import from_np
+    return from_np(d)
+
+
+def _check_nan(node: Node, g) -> None:
+    import jax.numpy as jnp
+    if bool(jnp.isnan(g._value).any()):
+        raise RuntimeError(f"Function '{node.name()}' returned nan values in its 0th output.")
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+    """Compute and accumulate gradients of ``tensors`` into the leaves' ``.grad``.
+
+    >>> y = (x * x).sum(); dynajax.autograd.backward(y)   # same as y.backward()
+    """
+    outputs = _as_tuple(tensors)
+    grads = _root_grads(outputs, _as_tuple(grad_tensors), create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if inputs is None:
+        run_backward(outputs, grads, retain_graph, create_graph)
+        return
+    inputs = _as_tuple(inputs)
+    if not inputs:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    results = grad(outputs, inputs, grads, retain_graph=retain_graph, create_graph=create_graph,
+                   allow_unused=True, _materialize=False)
+    for t, g in zip(inputs, results):
+        if g is None:
+            continue
+        g = g if create_graph else g.detach()
+        t.grad = g if t.grad is None else t.grad + g
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False,
+         _materialize=True):
+    """Return d(outputs)/d(inputs) without touching ``.grad``.
+
+    >>> (gx,) = dynajax.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    """
+    outputs = _as_tuple(outputs)
+    single = not isinstance(inputs, (list, tuple))
+    inputs = _as_tuple(inputs)
+    grads = _root_grads(outputs, _as_tuple(grad_outputs), create_graph) if _materialize else list(grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = {}
+    keys = []
+    for i, t in enumerate(inputs):
+        if t._base is not None:
+            t._sync()
+        if not t.requires_grad:
+            raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+        k = (id(t.grad_fn), t._out_idx) if t.grad_fn is not None else (id(t), -1)
+        targets[k] = None
+        keys.append(k)
+    run_backward(outputs, grads, retain_graph, create_graph, targets)
+    result = []
+    for i, (t, k) in enumerate(zip(inputs, keys)):
+        g = targets[k]
+        if g is None:
+            if materialize_grads:
+                from ..ops.creation import zeros_like
+                g = zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
+                                   "graph. Set allow_unused=True if this is the desired behavior.")
+        elif not create_graph:
+            g = g.detach()
+        result.append(g)
+    return tuple(result)
+
+
+class detect_anomaly:
+    """Context manager: raise as soon as backward produces a NaN, naming the op."""
+
+    def __init__(self, check_nan: bool = True) -> None:
+        self.check_nan = check_nan
+
+    def __enter__(self) -> None:
+        self._prev = _anomaly["enabled"]
+        _anomaly["enabled"] = self.check_nan
+
+    def __exit__(self, *exc) -> None:
+        _anomaly["enabled"] = self._prev
+
+
+def set_detect_anomaly(mode: bool) -> None:
+    _anomaly["enabled"] = bool(mode)

@@ -1,0 +1,326 @@
+"""Tensor creation: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``, random draws, ``*_like``."""
+from __future__ import annotations
+
+import builtins
+import numbers
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtype, random
+from .._device import put
+from .._tensor import Tensor, _make, method
+
+
+def _size(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        s = int(s)
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        out.append(s)
+    return tuple(out)
+
+
+def _finish(value, device, requires_grad) -> Tensor:
+    value = put(value, device)
+    t = _make(value)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_np(data) -> np.dtype:
+    """PyTorch's dtype inference for Python data: bool, int64, default float, complex."""
+    kinds = set()
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, Tensor):
+            kinds.add(x._value.dtype.kind if x._value.dtype.kind != "V" else "f")
+        elif isinstance(x, (bool, np.bool_)):
+            kinds.add("b")
+        elif isinstance(x, numbers.Integral):
+            kinds.add("i")
+        elif isinstance(x, numbers.Real):
+            kinds.add("f")
+        elif isinstance(x, numbers.Complex):
+            kinds.add("c")
+        else:
+            raise TypeError(f"Could not infer dtype of {type(x).__name__}")
+    if "c" in kinds:
+        return _dtype.complex64.np if _dtype.get_default_dtype() is _dtype.float32 else _dtype.complex128.np
+    if "f" in kinds:
+        return _dtype.default_float_np()
+    if kinds <= {"b"} and kinds:
+        return np.dtype(np.bool_)
+    return np.dtype(np.int64)
+
+
+def _to_numpy(data):
+    if isinstance(data, Tensor):
+        return np.asarray(data.detach()._value)
+    if isinstance(data, (list, tuple)):
+        return [_to_numpy(x) for x in data]
+    return data
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays, tensors).
+
+    >>> dynajax.tensor([1, 2]).dtype, dynajax.tensor([1.0]).dtype
+    (dynajax.int64, dynajax.float32)
+    """
+    if dtype is not None:
+        np_dtype = _dtype.to_np(dtype)
+    elif isinstance(data, Tensor):
+        np_dtype = data._value.dtype
+    elif isinstance(data, (np.ndarray, np.generic)) or hasattr(data, "__array_interface__"):
+        np_dtype = np.asarray(data).dtype
+        if np_dtype.kind not in "biufc" and np_dtype != _dtype.bfloat16.np:
+            raise TypeError(f"can't convert np.ndarray of type {np_dtype}")
+    elif hasattr(data, "dtype") and hasattr(data, "shape") and not isinstance(data, Tensor):
+        np_dtype = np.dtype(data.dtype)  # jax arrays, torch tensors via __array__
+    else:
+        np_dtype = _infer_np(data)
+    if isinstance(data, Tensor):
+        value = jnp.asarray(data.detach()._value, np_dtype)
+    elif hasattr(data, "__jax_array__") or type(data).__module__.startswith("jax"):
+        value = jnp.asarray(data, np_dtype)
+    else:
+        value = jnp.asarray(np.asarray(_to_numpy(data), dtype=np_dtype))
+    return _finish(value, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    if isinstance(data, Tensor) and (dtype is None or _dtype.to_np(dtype) == data._value.dtype) and device is None:
+        return data
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A tensor with the array's dtype and values (a copy: JAX arrays are immutable)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return tensor(ndarray)
+
+
+def _np_or_default(dtype) -> np.dtype:
+    return _dtype.default_float_np() if dtype is None else _dtype.to_np(dtype)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value`` (dtype inferred from the value)."""
+    d = _infer_np(fill_value) if dtype is None else _dtype.to_np(dtype)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _finish(jnp.full(_size((size,) if isinstance(size, int) else (tuple(size),)), fill_value, d),
+                   device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
+    return _finish(jnp.zeros(_size(size), _np_or_default(dtype)), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
+    return _finish(jnp.ones(_size(size), _np_or_default(dtype)), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None,
+          memory_format=None, pin_memory=False) -> Tensor:
+    """Like ``zeros`` (JAX has no uninitialised memory)."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(jnp.eye(n, n if m is None else m, dtype=_np_or_default(dtype)), device, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless a bound is a float."""
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if vals[2] == 0:
+        raise RuntimeError("step must be nonzero")
+    if (vals[1] - vals[0]) / vals[2] < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    d = _infer_np(vals) if dtype is None else _dtype.to_np(dtype)
+    n = int(np.ceil((vals[1] - vals[0]) / vals[2]))
+    value = (vals[0] + vals[2] * np.arange(builtins.max(n, 0), dtype=np.float64 if d.kind in "fc" or
+                                            _dtype.is_float(d) else np.int64))
+    return _finish(jnp.asarray(value.astype(d)), device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(jnp.linspace(float(start), float(end), int(steps), dtype=_np_or_default(dtype)),
+                   device, requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    return _finish(jnp.logspace(float(start), float(end), int(steps), base=base, dtype=_np_or_default(dtype)),
+                   device, requires_grad)
+
+
+# ---------------------------------------------------------------- random
+def _float_np_checked(dtype, fn: str) -> np.dtype:
+    d = _np_or_default(dtype)
+    if not _dtype.is_float(d):
+        raise RuntimeError(f"\"{fn}\" not implemented for '{_dtype.from_np(d).name.capitalize()}'")
+    return d
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples on [0, 1) from the seeded stream (see ``manual_seed``)."""
+    d = _float_np_checked(dtype, "check_uniform_bounds")
+    return _finish(random.sample("uniform", _size(size), d, generator=generator), device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples from the seeded stream."""
+    d = _float_np_checked(dtype, "normal_kernel_cpu")
+    return _finish(random.sample("normal", _size(size), d, generator=generator), device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    """Integers uniform on [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+    if size is None:
+        low, high, size = 0, low, high
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    d = np.dtype(np.int64) if dtype is None else _dtype.to_np(dtype)
+    return _finish(random.sample("randint", _size((tuple(size),)), d, low, high, generator), device, requires_grad)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    import jax
+    d = np.dtype(np.int64) if dtype is None else _dtype.to_np(dtype)
+    return _finish(jax.random.permutation(random.next_key(generator), n).astype(d), device, requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None) -> Tensor:
+    """Normal samples; ``mean``/``std`` may be tensors (sampled elementwise, no gradient)."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        ref = mean if isinstance(mean, Tensor) else std
+        return randn_like(ref.detach() * 1.0, generator=generator) * std + mean
+    return randn(*(size or ()), generator=generator, dtype=dtype) * std + mean
+
+
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
+    """0/1 samples with probability ``input`` (or ``p``) of a 1, in ``input``'s dtype."""
+    prob = input._value if p is None else p
+    return _make(random.sample("bernoulli", input._value.shape, input._value.dtype, prob, 0.0, generator))
+
+
+# ---------------------------------------------------------------- *_like and new_*
+def _like(fn):
+    def like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
+             **kwargs) -> Tensor:
+        return fn(*input._value.shape, dtype=input.dtype if dtype is None else dtype,
+                  device=device, requires_grad=requires_grad, **kwargs)
+    like.__name__ = fn.__name__ + "_like"
+    like.__doc__ = f"``{fn.__name__}`` with ``input``'s shape and dtype."
+    return like
+
+
+zeros_like, ones_like, empty_like, rand_like, randn_like = (
+    _like(zeros), _like(ones), _like(empty), _like(rand), _like(randn))
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full(input._value.shape, fill_value, dtype=input.dtype if dtype is None else dtype,
+                device=device, requires_grad=requires_grad)
+
+
+def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input._value.shape, dtype=input.dtype if dtype is None else dtype, device=device)
+
+
+def _new(fn):
+    def new(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        return fn(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
+    new.__name__ = "new_" + fn.__name__
+    return new
+
+
+method("new_zeros")(_new(zeros))
+method("new_ones")(_new(ones))
+method("new_empty")(_new(empty))
+
+
+@method()
+def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=device,
+                requires_grad=requires_grad)
+
+
+@method()
+def new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return tensor(data, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
+
+
+# ---------------------------------------------------------------- in-place random fills
+def _fill_random(self: Tensor, kind: str, a, b, generator) -> Tensor:
+    from .views import assign
+    v = random.sample(kind, self._value.shape, self._value.dtype, a, b, generator)
+    return _assign_nograd(self, v)
+
+
+def _assign_nograd(self: Tensor, value) -> Tensor:
+    from .views import inplace
+    return inplace(self, lambda a: _make(value))
+
+
+@method()
+def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
+    return _fill_random(self, "uniform", a, b, generator)
+
+
+@method()
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    return _fill_random(self, "normal", mean, std, generator)
+
+
+@method()
+def bernoulli_(self: Tensor, p: float = 0.5, *, generator=None) -> Tensor:
+    return _fill_random(self, "bernoulli", p, 0.0, generator)
+
+
+@method()
+def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=None) -> Tensor:
+    if to is None:
+        from_, to = 0, from_ if from_ else 2**31
+    v = random.sample("randint", self._value.shape, np.int64, from_, to, generator).astype(self._value.dtype)
+    return _assign_nograd(self, v)
+
+
+@method()
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    u = random.sample("uniform", self._value.shape, self._value.dtype, 0.0, 1.0, generator)
+    return _assign_nograd(self, -jnp.log1p(-u) / lambd)
+
+
+@method()
+def fill_(self: Tensor, value) -> Tensor:
+    """Fill with ``value`` (a number or a 0-d tensor, whose gradient flows)."""
+    from .views import inplace
+    if isinstance(value, Tensor):
+        if value._value.ndim != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value._value.ndim} dimensions.")
+        from .shape import expand
+        return inplace(self, lambda a: expand(value.to(self.dtype), self._value.shape))
+    return inplace(self, lambda a: _make(jnp.full(self._value.shape, value, self._value.dtype)))
+
+
+@method()
+def zero_(self: Tensor) -> Tensor:
+    return fill_(self, 0)

@@ -1,0 +1,439 @@
+"""Elementwise ops: unary math, binary arithmetic with PyTorch's type promotion,
+comparisons and logical ops. Each op is declared once: impl, VJP rule, public
+function, Tensor method and in-place twin (``exp`` / ``Tensor.exp`` / ``exp_``)."""
+from __future__ import annotations
+
+import builtins
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtype
+from .._tensor import Tensor, method
+from .registry import Op, apply, op
+from .views import assign, inplace
+
+
+# ---------------------------------------------------------------- helpers
+def _is_t(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _float_np(x) -> np.dtype:
+    """Dtype of a float-valued op's result: bools and ints become the default float dtype."""
+    d = x._value.dtype
+    return d if _dtype.is_float(d) else _dtype.default_float_np()
+
+
+def broadcast_error(exc, *args, **params):
+    """Turn JAX's broadcasting TypeError into PyTorch's RuntimeError naming both shapes."""
+    shapes = [tuple(a._value.shape) for a in args if _is_t(a)]
+    for i, a in enumerate(shapes):
+        for b in shapes[i + 1:]:
+            n = builtins.max(len(a), len(b))
+            for k in range(1, n + 1):
+                da = a[-k] if k <= len(a) else 1
+                db = b[-k] if k <= len(b) else 1
+                if da != db and da != 1 and db != 1:
+                    raise RuntimeError(
+                        f"The size of tensor a ({da}) must match the size of tensor b ({db}) at "
+                        f"non-singleton dimension {n - k} (shapes {list(a)} and {list(b)})") from None
+
+
+def export(fn, *aliases, inplace_name: str | None = None):
+    """Attach ``fn`` to Tensor under its name and ``aliases``, plus an in-place twin."""
+    method(fn.__name__, *aliases)(fn)
+    if inplace_name:
+        def _in_place(self, *args, **kwargs):
+            return inplace(self, lambda a: fn(a, *args, **kwargs), inplace_name)
+        _in_place.__name__ = inplace_name
+        method(inplace_name)(_in_place)
+    return fn
+
+
+def with_out(r: Tensor, out):
+    """Support PyTorch's ``out=`` argument by writing ``r`` into ``out`` in place."""
+    if out is None:
+        return r
+    return assign(out, r.to(out.dtype) if r._value.dtype != out._value.dtype else r)
+
+
+def _where0(mask, g):
+    return where(mask, g, 0.0)
+
+
+# ---------------------------------------------------------------- unary
+def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool = True):
+    """Declare a unary elementwise op. With ``to_float`` ints and bools compute in the default float dtype."""
+    if to_float:
+        o = op(name)(lambda x, *, dtype: impl(x.astype(dtype)))
+    else:
+        o = op(name)(impl)
+    if rule is not None:
+        o.defvjp(rule)
+
+    def public(input: Tensor, *, out=None) -> Tensor:
+        r = apply(o, input, dtype=_float_np(input)) if to_float else apply(o, input)
+        return with_out(r, out)
+    public.__name__ = name
+    public.__qualname__ = name
+    public.__doc__ = f"Elementwise ``{name}`` of ``input``, as ``torch.{name}``."
+    public.op = o
+    return export(public, inplace_name=name + "_" if has_inplace else None)
+
+
+exp = unary("exp", jnp.exp, lambda g, out, x, **_: (g * out,))
+exp2 = unary("exp2", jnp.exp2, lambda g, out, x, **_: (g * out * math.log(2.0),))
+expm1 = unary("expm1", jnp.expm1, lambda g, out, x, **_: (g * (out + 1),))
+log = unary("log", jnp.log, lambda g, out, x, **_: (g / x,))
+log2 = unary("log2", jnp.log2, lambda g, out, x, **_: (g / (x * math.log(2.0)),))
+log10 = unary("log10", jnp.log10, lambda g, out, x, **_: (g / (x * math.log(10.0)),))
+log1p = unary("log1p", jnp.log1p, lambda g, out, x, **_: (g / (x + 1),))
+sqrt = unary("sqrt", jnp.sqrt, lambda g, out, x, **_: (g / (2 * out),))
+rsqrt = unary("rsqrt", jax.lax.rsqrt, lambda g, out, x, **_: (g * -0.5 * out / x,))
+reciprocal = unary("reciprocal", jnp.reciprocal, lambda g, out, x, **_: (-g * out * out,))
+sin = unary("sin", jnp.sin, lambda g, out, x, **_: (g * cos(x),))
+cos = unary("cos", jnp.cos, lambda g, out, x, **_: (-g * sin(x),))
+tan = unary("tan", jnp.tan, lambda g, out, x, **_: (g * (1 + out * out),))
+asin = unary("asin", jnp.arcsin, lambda g, out, x, **_: (g * rsqrt(1 - x * x),))
+acos = unary("acos", jnp.arccos, lambda g, out, x, **_: (-g * rsqrt(1 - x * x),))
+atan = unary("atan", jnp.arctan, lambda g, out, x, **_: (g / (1 + x * x),))
+sinh = unary("sinh", jnp.sinh, lambda g, out, x, **_: (g * cosh(x),))
+cosh = unary("cosh", jnp.cosh, lambda g, out, x, **_: (g * sinh(x),))
+tanh = unary("tanh", jnp.tanh, lambda g, out, x, **_: (g * (1 - out * out),))
+asinh = unary("asinh", jnp.arcsinh, lambda g, out, x, **_: (g * rsqrt(x * x + 1),))
+atanh = unary("atanh", jnp.arctanh, lambda g, out, x, **_: (g / (1 - x * x),))
+sigmoid = unary("sigmoid", jax.nn.sigmoid, lambda g, out, x, **_: (g * out * (1 - out),))
+erf = unary("erf", jax.scipy.special.erf,
+            lambda g, out, x, **_: (g * (2 / math.sqrt(math.pi)) * exp(-(x * x)),))
+erfc = unary("erfc", jax.scipy.special.erfc,
+             lambda g, out, x, **_: (g * (-2 / math.sqrt(math.pi)) * exp(-(x * x)),))
+erfinv = unary("erfinv", jax.scipy.special.erfinv,
+               lambda g, out, x, **_: (g * (math.sqrt(math.pi) / 2) * exp(out * out),))
+lgamma = unary("lgamma", jax.scipy.special.gammaln, lambda g, out, x, **_: (g * digamma(x),))
+digamma = unary("digamma", jax.scipy.special.digamma, None)
+square = unary("square", jnp.square, lambda g, out, x: (g * 2 * x,), to_float=False)
+neg = unary("neg", jnp.negative, lambda g, out, x: (-g,), to_float=False)
+abs = unary("abs", jnp.abs, lambda g, out, x: (g * sign(x),), to_float=False)
+relu = unary("relu", lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+             lambda g, out, x: (_where0(out > 0, g),), to_float=False)
+sign = unary("sign", jnp.sign, lambda g, out, x: (g * 0,), to_float=False)
+floor = unary("floor", lambda x: jnp.floor(x) if x.dtype.kind == "f" else x,
+              lambda g, out, x: (g * 0,), to_float=False)
+ceil = unary("ceil", lambda x: jnp.ceil(x) if x.dtype.kind == "f" else x,
+             lambda g, out, x: (g * 0,), to_float=False)
+trunc = unary("trunc", lambda x: jnp.trunc(x) if x.dtype.kind == "f" else x,
+              lambda g, out, x: (g * 0,), to_float=False)
+frac = unary("frac", lambda x: x - jnp.trunc(x), lambda g, out, x: (g,), to_float=False)
+logical_not = unary("logical_not", jnp.logical_not, None, to_float=False)
+bitwise_not = unary("bitwise_not", jnp.invert, None, to_float=False)
+isnan = unary("isnan", jnp.isnan, None, to_float=False, has_inplace=False)
+isinf = unary("isinf", jnp.isinf, None, to_float=False, has_inplace=False)
+isfinite = unary("isfinite", jnp.isfinite, None, to_float=False, has_inplace=False)
+negative, absolute, arcsin, arccos, arctan = neg, abs, asin, acos, atan
+fix = trunc
+method("negative")(neg)
+method("absolute")(abs)
+method("fix")(trunc)
+
+
+@op("round")
+def _round_impl(x, *, decimals):
+    if x.dtype.kind != "f":
+        return x
+    if decimals == 0:
+        return jnp.round(x)
+    s = 10.0 ** decimals
+    return jnp.round(x * s) / s
+
+
+_round_impl.defvjp(lambda g, out, x, **_: (g * 0,))
+
+
+@export
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Round half to even, as ``torch.round``."""
+    return apply(_round_impl, input, decimals=decimals)
+
+
+@op("nan_to_num")
+def _nan_to_num_impl(x, *, nan, posinf, neginf):
+    return jnp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+_nan_to_num_impl.defvjp(lambda g, out, x, **_: (_where0(isfinite(x), g),))
+
+
+@export
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf=None, neginf=None) -> Tensor:
+    return apply(_nan_to_num_impl, input, nan=nan, posinf=posinf, neginf=neginf)
+
+
+@op("leaky_relu")
+def _leaky_relu_impl(x, *, slope):
+    return jnp.where(x > 0, x, x * slope)
+
+
+_leaky_relu_impl.defvjp(lambda g, out, x, *, slope: (where(x > 0, g, g * slope),))
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return apply(_leaky_relu_impl, input, slope=negative_slope)
+
+
+# ---------------------------------------------------------------- binary
+def _cast(v, dtype):
+    return jnp.asarray(v).astype(dtype)
+
+
+def binary(name: str, impl, rule=None, result: str = "promote", method_name: str | None = None,
+           has_inplace: bool = True):
+    """Declare a binary elementwise op computing in PyTorch's promoted dtype.
+
+    ``result``: "promote" keeps the promoted dtype, "float" sends ints to the
+    default float (true division), "int" rejects floats (bitwise ops); the
+    impl's own output dtype (bool for comparisons) is kept.
+    """
+    o = op(name, error=broadcast_error)(lambda x, y, *, dtype: impl(_cast(x, dtype), _cast(y, dtype)))
+    if rule is not None:
+        o.defvjp(rule)
+
+    def public(input, other, *, out=None) -> Tensor:
+        d = _dtype.result_type(input, other)
+        if result == "float" and not _dtype.is_float(d):
+            d = _dtype.default_float_np()
+        elif result == "int" and _dtype.is_float(d):
+            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_dtype.from_np(d).name.capitalize()}'")
+        return with_out(apply(o, input, other, dtype=d), out)
+    public.__name__ = public.__qualname__ = method_name or name
+    public.__doc__ = f"Elementwise ``{method_name or name}`` with broadcasting and type promotion."
+    public.op = o
+    if method_name is None or method_name == name:
+        export(public, inplace_name=name + "_" if has_inplace else None)
+    return public
+
+
+def _pow_rule(g, out, x, y, **_):
+    if _is_t(y):
+        gx = where(y == 0, 0.0, g * y * pow(x, y - 1)) if _is_t(x) else None
+        lx = log(x) if _is_t(x) else math.log(x) if x > 0 else 0.0
+        gy = g * out * lx
+        if _is_t(x):
+            gy = where((x == 0) & (y >= 0), 0.0, gy)
+        return gx, gy
+    return (g * 0 if y == 0 else g * y * pow(x, y - 1)), None
+
+
+def _max_rule(g, out, x, y, **_):
+    tie = g / 2
+    return (where(x > y, g, where(x == y, tie, 0.0)) if _is_t(x) else None,
+            where(y > x, g, where(x == y, tie, 0.0)) if _is_t(y) else None)
+
+
+def _min_rule(g, out, x, y, **_):
+    tie = g / 2
+    return (where(x < y, g, where(x == y, tie, 0.0)) if _is_t(x) else None,
+            where(y < x, g, where(x == y, tie, 0.0)) if _is_t(y) else None)
+
+
+_add = binary("add", jnp.add, lambda g, out, x, y, **_: (g, g), method_name="_add")
+_sub = binary("sub", jnp.subtract, lambda g, out, x, y, **_: (g, -g), method_name="_sub")
+mul = binary("mul", jnp.multiply, lambda g, out, x, y, **_: (g * y, g * x))
+_true_div = binary("div", jnp.true_divide, lambda g, out, x, y, **_: (g / y, -g * out / y), "float",
+                   method_name="_div")
+floor_divide = binary("floor_divide", jnp.floor_divide, lambda g, out, x, y, **_: (g * 0, g * 0))
+_trunc_div = binary("div_trunc", lambda a, b: jnp.trunc(a / b).astype(a.dtype) if a.dtype.kind == "f"
+                    else jnp.sign(a) * jnp.sign(b) * (jnp.abs(a) // jnp.abs(b)),
+                    lambda g, out, x, y, **_: (g * 0, g * 0), method_name="_div_trunc")
+remainder = binary("remainder", jnp.remainder, lambda g, out, x, y, **_: (g, -g * floor_divide(x, y)))
+fmod = binary("fmod", jnp.fmod, lambda g, out, x, y, **_: (g, -g * div(x, y, rounding_mode="trunc")))
+pow = binary("pow", jnp.power, _pow_rule)
+atan2 = binary("atan2", jnp.arctan2,
+               lambda g, out, x, y, **_: (g * y / (x * x + y * y), -g * x / (x * x + y * y)), "float")
+maximum = binary("maximum", jnp.maximum, _max_rule, has_inplace=False)
+minimum = binary("minimum", jnp.minimum, _min_rule, has_inplace=False)
+hypot = binary("hypot", jnp.hypot, lambda g, out, x, y, **_: (g * x / out, g * y / out), "float")
+logaddexp = binary("logaddexp", jnp.logaddexp,
+                   lambda g, out, x, y, **_: (g * exp(x - out), g * exp(y - out)), "float", has_inplace=False)
+eq = binary("eq", jnp.equal)
+ne = binary("ne", jnp.not_equal)
+lt = binary("lt", jnp.less)
+le = binary("le", jnp.less_equal)
+gt = binary("gt", jnp.greater)
+ge = binary("ge", jnp.greater_equal)
+logical_and = binary("logical_and", jnp.logical_and)
+logical_or = binary("logical_or", jnp.logical_or)
+logical_xor = binary("logical_xor", jnp.logical_xor)
+bitwise_and = binary("bitwise_and", jnp.bitwise_and, result="int")
+bitwise_or = binary("bitwise_or", jnp.bitwise_or, result="int")
+bitwise_xor = binary("bitwise_xor", jnp.bitwise_xor, result="int")
+bitwise_left_shift = binary("bitwise_left_shift", jnp.left_shift, result="int")
+bitwise_right_shift = binary("bitwise_right_shift", jnp.right_shift, result="int")
+arctan2, true_divide, multiply = atan2, _true_div, mul
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+for _n, _f in (("greater", gt), ("greater_equal", ge), ("less", lt), ("less_equal", le),
+               ("not_equal", ne), ("multiply", mul), ("arctan2", atan2)):
+    method(_n)(_f)
+
+
+@export
+def add(input, other, *, alpha=1, out=None) -> Tensor:
+    """``input + alpha * other`` with broadcasting and type promotion."""
+    if alpha != 1:
+        other = other * alpha
+    return _add(input, other, out=out)
+
+
+@export
+def sub(input, other, *, alpha=1, out=None) -> Tensor:
+    """``input - alpha * other``."""
+    if alpha != 1:
+        other = other * alpha
+    return _sub(input, other, out=out)
+
+
+@export
+def div(input, other, *, rounding_mode: str | None = None, out=None) -> Tensor:
+    """True division, or ``rounding_mode="trunc"``/``"floor"`` integer-style division."""
+    if rounding_mode is None:
+        return _true_div(input, other, out=out)
+    if rounding_mode == "floor":
+        return floor_divide(input, other, out=out)
+    if rounding_mode == "trunc":
+        return _trunc_div(input, other, out=out)
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                       f"'{rounding_mode}'")
+
+
+subtract, divide = sub, div
+for _name, _fn in (("add_", add), ("sub_", sub), ("div_", div)):
+    export(_fn, inplace_name=_name)
+method("subtract")(sub)
+method("divide")(div)
+method("true_divide")(_true_div)
+
+
+# ---------------------------------------------------------------- where / clamp / lerp
+@op("where", error=broadcast_error)
+def _where_impl(c, x, y, *, dtype):
+    return jnp.where(c, _cast(x, dtype), _cast(y, dtype))
+
+
+@_where_impl.defvjp
+def _where_vjp(g, out, c, x, y, **_):
+    zero = g * 0
+    return None, where(c, g, zero), where(c, zero, g)
+
+
+def where(condition, input=None, other=None) -> Tensor:
+    """``input`` where ``condition`` else ``other``; ``where(c)`` is ``nonzero(c, as_tuple=True)``."""
+    if input is None and other is None:
+        from .index import nonzero
+        return nonzero(condition, as_tuple=True)
+    if _is_t(condition) and condition._value.dtype != np.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{condition.dtype.name.capitalize()}")
+    return apply(_where_impl, condition, input, other, dtype=_dtype.result_type(input, other))
+
+
+@method("where")
+def _where_method(self, condition, other) -> Tensor:
+    return where(condition, self, other)
+
+
+@op("clamp", error=broadcast_error)
+def _clamp_impl(x, lo, hi, *, dtype):
+    x = x.astype(dtype)
+    if lo is not None:
+        x = jnp.maximum(x, _cast(lo, dtype))
+    if hi is not None:
+        x = jnp.minimum(x, _cast(hi, dtype))
+    return x
+
+
+@_clamp_impl.defvjp
+def _clamp_vjp(g, out, x, lo, hi, **_):
+    keep = None
+    if lo is not None:
+        keep = x >= lo
+    if hi is not None:
+        keep = (x <= hi) if keep is None else keep & (x <= hi)
+    glo = ghi = None
+    if _is_t(lo):
+        glo = _where0((x < lo) & (lo < hi) if hi is not None else x < lo, g)
+    if _is_t(hi):
+        ghi = _where0((x > hi) | (hi < lo) if lo is not None else x > hi, g)
+    return _where0(keep, g), glo, ghi
+
+
+@export
+def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:
+    """Limit values to ``[min, max]`` (either bound may be None or a tensor)."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    args = [a for a in (input, min, max) if a is not None]
+    return with_out(apply(_clamp_impl, input, min, max, dtype=_dtype.result_type(*args)), out)
+
+
+clip = clamp
+export(clamp, "clip", inplace_name="clamp_")
+export(clamp, inplace_name="clip_")
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+export(clamp_min, inplace_name="clamp_min_")
+export(clamp_max, inplace_name="clamp_max_")
+
+
+@export
+def lerp(input: Tensor, end, weight) -> Tensor:
+    """``input + weight * (end - input)``."""
+    return input + weight * (end - input)
+
+
+def sgn(input: Tensor) -> Tensor:
+    return sign(input)
+
+
+# ---------------------------------------------------------------- Python operators
+def _reflect(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _eq_op(fn):
+    def compare(self, other):
+        if other is None or not isinstance(other, (Tensor, int, float, bool, complex, np.ndarray, np.generic)):
+            return NotImplemented
+        return fn(self, other)
+    return compare
+
+
+for _dunder, _fn in {
+    "__add__": add, "__sub__": sub, "__mul__": mul, "__truediv__": div, "__floordiv__": floor_divide,
+    "__mod__": remainder, "__pow__": pow, "__and__": bitwise_and, "__or__": bitwise_or,
+    "__xor__": bitwise_xor, "__lshift__": bitwise_left_shift, "__rshift__": bitwise_right_shift,
+    "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
+}.items():
+    setattr(Tensor, _dunder, _fn)
+    if not _dunder[2:-2] in ("lt", "le", "gt", "ge"):
+        setattr(Tensor, "__r" + _dunder[2:], _reflect(_fn))
+        setattr(Tensor, "__i" + _dunder[2:], getattr(Tensor, {
+            "__add__": "add_", "__sub__": "sub_", "__mul__": "mul_", "__truediv__": "div_",
+            "__floordiv__": "floor_divide_", "__mod__": "remainder_", "__pow__": "pow_",
+            "__and__": "bitwise_and_", "__or__": "bitwise_or_", "__xor__": "bitwise_xor_",
+            "__lshift__": "bitwise_left_shift_", "__rshift__": "bitwise_right_shift_"}[_dunder]))
+Tensor.__eq__ = _eq_op(eq)
+Tensor.__ne__ = _eq_op(ne)
+Tensor.__neg__ = neg
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = abs
+Tensor.__invert__ = lambda self: logical_not(self) if self._value.dtype == np.bool_ else bitwise_not(self)

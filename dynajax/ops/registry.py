@@ -1,0 +1,179 @@
+"""The op registry: every op is declared once, as a pure ``impl`` on jax arrays
+plus a VJP ``rule`` written in dynajax ops, and run through ``apply``.
+
+``impl(*arrays, **static_params)`` is called eagerly through a cached
+``jax.jit`` per (op, static params), so one op costs one dispatch; lowering
+calls the same ``impl``. ``rule(g, out, *inputs, **static_params)`` gets the
+output cotangent ``g`` and returns one cotangent per input (``None`` for no
+gradient). It sees dynajax Tensors, so with ``create_graph=True`` the backward
+pass is itself recorded. Broadcasting and dtype casts of the returned
+cotangents are undone by the engine, not by each rule.
+"""
+from __future__ import annotations
+
+import dis
+import functools
+import re
+from typing import Callable
+
+import jax
+
+from ..autograd import grad_mode
+from ..autograd.graph import Node
+
+_LOAD_OPS = {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
+             "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW",
+             "LOAD_FAST_BORROW_LOAD_FAST_BORROW"}
+
+
+def _loaded_names(code) -> set:
+    """Names a function body (and its nested functions) reads."""
+    names = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in _LOAD_OPS:
+            v = ins.argval
+            names.update(v if isinstance(v, tuple) else (v,))
+    for c in code.co_consts:
+        if hasattr(c, "co_code"):
+            names |= _loaded_names(c)
+    names |= set(code.co_cellvars)
+    return names
+
+
+class Op:
+    """One registered op. Create with :func:`op`; attach its VJP with ``@the_op.defvjp``."""
+
+    __slots__ = ("name", "impl", "rule", "nout", "check", "error", "backward_name",
+                 "_saves", "_saves_rest", "saves_out", "_jit", "differentiable")
+
+    def __init__(self, name: str, impl: Callable, nout: int = 1, check=None, error=None,
+                 backward_name: str | None = None) -> None:
+        self.name = name
+        self.impl = impl
+        self.nout = nout
+        self.check = check          # check(*args, **params): raises PyTorch's error before impl
+        self.error = error          # error(exc, *args, **params): explains an impl failure
+        self.rule = None
+        self._saves = ()
+        self._saves_rest = False
+        self.saves_out = False
+        self._jit: dict = {}
+        self.differentiable = False
+        camel = "".join(p.capitalize() for p in re.split(r"[_\W]+", name) if p)
+        self.backward_name = backward_name or f"{camel}Backward0"
+
+    def __repr__(self) -> str:
+        return f"<dynajax op {self.name}>"
+
+    def defvjp(self, rule: Callable) -> Callable:
+        """Register ``rule(g, out, *inputs, **params) -> tuple of input cotangents``.
+
+        Only the inputs (and ``out``) that the rule's body reads are saved for
+        backward, so only those are checked for later in-place modification.
+        """
+        self.rule = rule
+        self.differentiable = True
+        code = rule.__code__
+        used = _loaded_names(code)
+        positional = code.co_varnames[:code.co_argcount]
+        self.saves_out = len(positional) > 1 and positional[1] in used
+        self._saves = tuple(n in used for n in positional[2:])
+        if code.co_flags & 0x04:  # *varargs
+            self._saves_rest = code.co_varnames[code.co_argcount + code.co_kwonlyargcount] in used
+        return rule
+
+    def saves(self, i: int) -> bool:
+        s = self._saves
+        return s[i] if i < len(s) else self._saves_rest
+
+    def jitted(self, params: dict):
+        key = tuple(params.items()) if params else ()
+        fn = self._jit.get(key)
+        if fn is None:
+            fn = jax.jit(functools.partial(self.impl, **params)) if params else jax.jit(self.impl)
+            self._jit[key] = fn
+        return fn
+
+
+OPS: dict[str, Op] = {}
+
+
+def op(name: str, nout: int = 1, check=None, error=None, backward_name=None):
+    """Decorator: register ``impl`` as op ``name`` and return the :class:`Op`."""
+    def register(impl: Callable) -> Op:
+        if name in OPS:
+            raise ValueError(f"op {name!r} is registered twice")
+        o = Op(name, impl, nout, check, error, backward_name)
+        OPS[name] = o
+        return o
+    return register
+
+
+# ---------------------------------------------------------------- dispatch
+_Tensor = None  # set by dynajax._tensor to break the import cycle
+_hooks: list = []  # capture / lowering interceptors: f(op, args, params) -> result | NotImplemented
+
+
+def apply(op: Op, *args, **params):
+    """Run ``op`` on Tensors / Python scalars, recording a Node when a gradient is needed."""
+    if _hooks:
+        for h in _hooks:
+            r = h(op, args, params)
+            if r is not NotImplemented:
+                return r
+    T = _Tensor
+    vals = []
+    needs_grad = False
+    for a in args:
+        if isinstance(a, T):
+            if a._base is not None:
+                a._sync()
+            vals.append(a._value)
+            if a.requires_grad:
+                needs_grad = True
+        else:
+            vals.append(a)
+    if op.check is not None:
+        op.check(*args, **params)
+    try:
+        out = op.jitted(params)(*vals)
+    except Exception as exc:
+        if op.error is not None:
+            op.error(exc, *args, **params)
+        raise
+    if needs_grad and op.rule is not None and grad_mode.state.enabled:
+        return _record(op, args, params, out)
+    if op.nout == 1:
+        return T._make(out)
+    return tuple(T._make(o) for o in out)
+
+
+def _record(op: Op, args: tuple, params: dict, out):
+    T = _Tensor
+    edges, saved, in_meta = [], [], []
+    for i, a in enumerate(args):
+        if isinstance(a, T):
+            v = a._value
+            in_meta.append((v.shape, v.dtype))
+            if a.requires_grad:
+                fn = a.grad_fn
+                edges.append((fn, a._out_idx) if fn is not None else (a, -1))
+            else:
+                edges.append(None)
+            saved.append((a, a._vc[0]) if op.saves(i) else None)
+        else:
+            in_meta.append(None)
+            edges.append(None)
+            saved.append(a)
+    vc = [0, 0]
+    outs = (out,) if op.nout == 1 else tuple(out)
+    out_meta = tuple((o.shape, o.dtype) for o in outs)
+    node = Node(op, params, tuple(edges), tuple(saved), tuple(in_meta),
+                (out, vc, 0) if op.saves_out else None, out_meta)
+    results = []
+    for i, o in enumerate(outs):
+        if o.dtype.kind in "fc" or o.dtype.name == "bfloat16":
+            results.append(T._make(o, True, node, i, vc))
+        else:
+            results.append(T._make(o))
+    return results[0] if op.nout == 1 else tuple(results)

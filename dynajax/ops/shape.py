@@ -1,0 +1,265 @@
+"""View ops (``view``/``reshape``, ``expand``, ``permute``/``transpose``, ``squeeze``/``unsqueeze``).
+
+Every op here returns a view: writes through it reach its base (see views.py).
+"""
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._tensor import Tensor, _wrap_dim, method
+from .registry import apply, op
+from .views import make_view
+
+
+def _sizes(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def infer_shape(shape: tuple, numel: int) -> tuple:
+    """Resolve one ``-1`` in ``shape``; raise PyTorch's error when ``shape`` can't hold ``numel``."""
+    if list(shape).count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+# ---------------------------------------------------------------- reshape
+@op("reshape", backward_name="ViewBackward0")
+def _reshape(x, *, shape, in_shape):
+    return jnp.reshape(x, shape)
+
+
+_reshape.defvjp(lambda g, out, x, *, shape, in_shape: (reshape(g, in_shape),))
+
+
+@method("reshape", "view")
+def reshape(input: Tensor, *shape) -> Tensor:
+    """The same elements in a new ``shape`` (one dim may be -1); a view of ``input``."""
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and not hasattr(shape[0], "__index__"):
+        from .. import _dtype  # x.view(dtype): reinterpret the bits
+        return _view_dtype(input, _dtype.to_np(shape[0]))
+    v = input._value
+    shape = infer_shape(_sizes(shape), v.size)
+    if shape == tuple(v.shape):
+        return make_view(_reshape, input, shape=shape, in_shape=shape)
+    return make_view(_reshape, input, shape=shape, in_shape=tuple(v.shape))
+
+
+def _view_dtype(input: Tensor, np_dtype) -> Tensor:
+    import jax
+    from .._tensor import _make
+    if np_dtype.itemsize != input._value.dtype.itemsize:
+        raise RuntimeError("view(dtype) with a different element size is not supported")
+    return _make(jax.lax.bitcast_convert_type(input._value, np_dtype))
+
+
+view = reshape
+
+
+@method()
+def view_as(self: Tensor, other: Tensor) -> Tensor:
+    return reshape(self, tuple(other._value.shape))
+
+
+@method()
+def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    return reshape(self, tuple(other._value.shape))
+
+
+@method()
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dims ``start_dim..end_dim`` into one."""
+    shape = tuple(input._value.shape)
+    if not shape:
+        return reshape(input, (1,))
+    s, e = _wrap_dim(start_dim, len(shape)), _wrap_dim(end_dim, len(shape))
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+
+
+@method()
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+    shape = tuple(input._value.shape)
+    d = _wrap_dim(dim, len(shape))
+    sizes = infer_shape(tuple(sizes), shape[d])
+    return reshape(input, shape[:d] + tuple(sizes) + shape[d + 1:])
+
+
+@method()
+def ravel(input: Tensor) -> Tensor:
+    return reshape(input, (-1,))
+
+
+# ---------------------------------------------------------------- expand
+@op("expand")
+def _expand(x, *, shape, in_shape):
+    return jnp.broadcast_to(x, shape)
+
+
+@_expand.defvjp
+def _expand_vjp(g, out, x, *, shape, in_shape):
+    from .reduce import sum_to_shape
+    return (sum_to_shape(g, in_shape),)
+
+
+@method()
+def expand(input: Tensor, *sizes) -> Tensor:
+    """Broadcast size-1 dims to ``sizes`` (-1 keeps a dim) without copying; a view."""
+    sizes = _sizes(sizes)
+    shape = tuple(input._value.shape)
+    if len(sizes) < len(shape):
+        raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of "
+                           f"sizes provided ({len(sizes)}) must be greater or equal to the number of dimensions "
+                           f"in the tensor ({len(shape)})")
+    lead = len(sizes) - len(shape)
+    out = []
+    for i, s in enumerate(sizes):
+        if i < lead:
+            if s < 0:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
+                                   "non-existing dimension 0")
+            out.append(s)
+            continue
+        cur = shape[i - lead]
+        if s == -1:
+            s = cur
+        if cur != s and cur != 1:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({cur}) at "
+                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                               f"{list(shape)}")
+        out.append(s)
+    out = tuple(out)
+    if out == shape:
+        return input
+    return make_view(_expand, input, shape=out, in_shape=shape)
+
+
+@method()
+def expand_as(self: Tensor, other: Tensor) -> Tensor:
+    return expand(self, tuple(other._value.shape))
+
+
+def broadcast_to(input: Tensor, size) -> Tensor:
+    return expand(input, tuple(size))
+
+
+method("broadcast_to")(broadcast_to)
+
+
+def broadcast_tensors(*tensors):
+    shape = np.broadcast_shapes(*(tuple(t._value.shape) for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def broadcast_shapes(*shapes):
+    from .._tensor import Size
+    return Size(np.broadcast_shapes(*[tuple(s) if not isinstance(s, int) else (s,) for s in shapes]))
+
+
+# ---------------------------------------------------------------- permute / transpose
+@op("permute")
+def _permute(x, *, dims):
+    return jnp.transpose(x, dims)
+
+
+_permute.defvjp(lambda g, out, x, *, dims: (permute(g, tuple(int(i) for i in np.argsort(dims))),))
+
+
+@method()
+def permute(input: Tensor, *dims) -> Tensor:
+    """Reorder dims; a view."""
+    dims = _sizes(dims)
+    n = input._value.ndim
+    if len(dims) != n:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           f"length of the desired ordering of dimensions i.e. input.dim() = {n} is not equal "
+                           f"to len(dims) = {len(dims)}")
+    dims = tuple(_wrap_dim(d, n) for d in dims)
+    if len(set(dims)) != n:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return make_view(_permute, input, dims=dims)
+
+
+@method("transpose", "swapaxes", "swapdims")
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    n = input._value.ndim
+    if n == 0:
+        _wrap_dim(dim0, 0), _wrap_dim(dim1, 0)
+        return input
+    d0, d1 = _wrap_dim(dim0, n), _wrap_dim(dim1, n)
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return make_view(_permute, input, dims=tuple(dims))
+
+
+swapaxes = swapdims = transpose
+
+
+@method()
+def t(input: Tensor) -> Tensor:
+    """Transpose of a <= 2-D tensor."""
+    n = input._value.ndim
+    if n > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
+    return input if n < 2 else transpose(input, 0, 1)
+
+
+Tensor.T = property(lambda self: self if self._value.ndim < 2 else permute(self, tuple(range(self._value.ndim))[::-1]))
+Tensor.mT = property(lambda self: transpose(self, -2, -1))
+Tensor.H = property(lambda self: t(self).conj() if self.is_complex() else t(self))
+
+
+@method()
+def movedim(input: Tensor, source, destination) -> Tensor:
+    n = input._value.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = [_wrap_dim(s, n) for s in src]
+    dst = [_wrap_dim(d, n) for d in dst]
+    order = [i for i in range(n) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, tuple(order))
+
+
+moveaxis = movedim
+method("moveaxis")(movedim)
+
+
+# ---------------------------------------------------------------- squeeze / unsqueeze
+@method()
+def squeeze(input: Tensor, dim=None) -> Tensor:
+    """Remove size-1 dims (all, or those in ``dim``); a view."""
+    shape = tuple(input._value.shape)
+    if dim is None:
+        dims = {i for i, s in enumerate(shape) if s == 1}
+    else:
+        dims = {_wrap_dim(d, len(shape)) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        dims = {d for d in dims if len(shape) and shape[d] == 1}
+    new = tuple(s for i, s in enumerate(shape) if i not in dims)
+    if new == shape:
+        return reshape(input, shape)
+    return reshape(input, new)
+
+
+@method()
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """Insert a size-1 dim at ``dim``; a view."""
+    shape = tuple(input._value.shape)
+    n = len(shape) + 1
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    d = dim % n
+    return reshape(input, shape[:d] + (1,) + shape[d:])

@@ -1,0 +1,164 @@
+"""Views and in-place writes through them.
+
+A view (``x[1:]``, ``x.view(...)``, ``x.t()``, ``x.detach()`` ...) remembers its
+root base and the chain of view steps that produce it from the base, and
+shares the base's version counter. An in-place op on a view computes the new
+view value out of place, scatters it into the base with the recorded op
+``view_scatter`` (so gradients flow to the base as in PyTorch's CopySlices),
+and rebinds the base; any view whose recorded version is behind the counter is
+recomputed from its base on next use.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtype
+from .._tensor import Tensor, _make
+from ..autograd import grad_mode
+from .registry import Op, apply, op
+
+DETACH = "detach"  # first step of a chain made by detach()/.data: no gradient link
+
+
+def _run_chain(x, chain):
+    for step in chain:
+        if step is DETACH:
+            continue
+        o, params = step
+        x = o.impl(x, **dict(params))
+    return x
+
+
+def _link(view: Tensor, base: Tensor, step) -> Tensor:
+    root = base._base if base._base is not None else base
+    view._base = root
+    view._view = (base._view or ()) + (step,)
+    view._vc = base._vc
+    view._view_ver = base._vc[0] + base._vc[1]
+    return view
+
+
+def make_view(o: Op, x: Tensor, **params) -> Tensor:
+    """Apply the view op ``o`` to ``x`` and link the result to ``x``'s base."""
+    return _link(apply(o, x, **params), x, (o, tuple(params.items())))
+
+
+def detached_view(x: Tensor) -> Tensor:
+    if x._base is not None:
+        x._sync()
+    return _link(_make(x._value), x, DETACH)
+
+
+def refresh(view: Tensor) -> None:
+    base, chain = view._base, view._view
+    vc = base._vc
+    if DETACH in chain:
+        view._value = _run_chain(base._value, chain)
+    else:
+        x = base
+        with grad_mode.enable_grad():
+            for o, params in chain:
+                x = apply(o, x, **dict(params))
+        view._value, view.grad_fn, view._out_idx, view._rg = x._value, x.grad_fn, x._out_idx, x._rg
+    view._view_ver = vc[0] + vc[1]
+
+
+def _flat_positions(shape, chain):
+    """Index of each view element in the flattened base (computed at trace time)."""
+    return _run_chain(jnp.arange(int(np.prod(shape)), dtype=jnp.int64).reshape(shape), chain)
+
+
+@op("view_scatter", backward_name="CopySlices")
+def view_scatter(base, src, *, chain):
+    pos = _flat_positions(base.shape, chain).ravel()
+    src = jnp.broadcast_to(src, _run_chain(base, chain).shape).ravel().astype(base.dtype)
+    return base.ravel().at[pos].set(src).reshape(base.shape)
+
+
+@view_scatter.defvjp
+def _view_scatter_vjp(g, out, base, src, *, chain):
+    from .creation import zeros
+    g_base = apply(view_scatter, g, zeros((), dtype=g.dtype), chain=chain)
+    g_src = g
+    for o, params in chain:
+        if o is not DETACH:
+            g_src = apply(o, g_src, **dict(params))
+    return g_base, g_src
+
+
+def _check_inplace_allowed(t: Tensor) -> None:
+    if not grad_mode.state.enabled:
+        return
+    if t._base is None:
+        if t.grad_fn is None and t._rg:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    elif DETACH not in t._view:
+        b = t._base
+        if b.grad_fn is None and b._rg:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                               "in-place operation.")
+
+
+def _cast_result(t: Tensor, r: Tensor, opname: str) -> Tensor:
+    tv, rv = t._value, r._value
+    if rv.shape != tv.shape:
+        b = np.broadcast_shapes(rv.shape, tv.shape) if _broadcastable(rv.shape, tv.shape) else None
+        if b != tuple(tv.shape):
+            raise RuntimeError(f"output with shape {list(tv.shape)} doesn't match the broadcast shape "
+                               f"{list(b) if b is not None else list(rv.shape)}")
+        from .shape import expand
+        r = expand(r, tv.shape)
+    if rv.dtype != tv.dtype:
+        if _dtype._category(rv.dtype) > _dtype._category(tv.dtype):
+            raise RuntimeError(f"result type {_dtype.from_np(rv.dtype).name.capitalize()} can't be cast "
+                               f"to the desired output type {_dtype.from_np(tv.dtype).name.capitalize()}")
+        r = r.to(_dtype.from_np(tv.dtype))
+    return r
+
+
+def _broadcastable(a, b) -> bool:
+    try:
+        np.broadcast_shapes(a, b)
+        return True
+    except ValueError:
+        return False
+
+
+def inplace(t: Tensor, compute, opname: str = "") -> Tensor:
+    """Run ``compute(alias_of_t) -> Tensor`` and write its result into ``t`` in place."""
+    _check_inplace_allowed(t)
+    if t._base is not None:
+        t._sync()
+    alias = _make(t._value, t._rg, t.grad_fn, t._out_idx)
+    r = compute(alias)
+    r = _cast_result(t, r, opname)
+    return assign(t, r)
+
+
+def assign(t: Tensor, r: Tensor) -> Tensor:
+    """Rebind ``t`` (and, through views, its base) to the value of ``r``."""
+    if t._base is None:
+        _rebind(t, r)
+        t._vc[0] += 1
+        return t
+    base, chain = t._base, t._view
+    if DETACH in chain:
+        base._value = view_scatter.impl(base._value, r._value, chain=chain)
+        base._vc[1] += 1
+        t._value = r._value
+        t._view_ver = base._vc[0] + base._vc[1]
+        return t
+    new_base = apply(view_scatter, base, r, chain=chain)
+    _rebind(base, new_base)
+    base._vc[0] += 1
+    refresh(t)
+    return t
+
+
+def _rebind(t: Tensor, r: Tensor) -> None:
+    """Give ``t`` the value of ``r``; under grad mode also its place in the graph
+    (under no_grad a write changes the value only, as PyTorch's does)."""
+    t._value = r._value
+    if grad_mode.state.enabled and (r.grad_fn is not None or t.grad_fn is not None):
+        t.grad_fn, t._out_idx, t._rg = r.grad_fn, r._out_idx, r._rg

@@ -1,0 +1,97 @@
+"""A stateful random stream over ``jax.random``: ``manual_seed`` makes every
+random op reproducible, as in PyTorch."""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+DEFAULT_SEED = 67280421310721
+
+
+class Generator:
+    """A random stream; pass as ``generator=`` where PyTorch accepts one."""
+
+    def __init__(self, device="cpu") -> None:
+        self.device = device
+        self.manual_seed(DEFAULT_SEED)
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self._seed = int(seed)
+        self._key = jax.random.PRNGKey(np.uint64(int(seed) % 2**64))
+        return self
+
+    def seed(self) -> int:
+        import random as _r
+        s = _r.getrandbits(63)
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self):
+        from ._tensor import _make
+        return _make(jnp.asarray(self._key, jnp.uint32))
+
+    def set_state(self, state) -> None:
+        self._key = jnp.asarray(state._value if hasattr(state, "_value") else state, jnp.uint32)
+
+    def next_key(self):
+        self._key, sub = _split(self._key)
+        return sub
+
+
+@jax.jit
+def _split(key):
+    k1, k2 = jax.random.split(key)
+    return k1, k2
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default random stream (also used by dropout and nn.init)."""
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    return default_generator.get_state()
+
+
+def set_rng_state(state) -> None:
+    default_generator.set_state(state)
+
+
+def next_key(generator: Generator | None = None):
+    """A fresh jax PRNG key from ``generator`` (default stream if None)."""
+    return (generator or default_generator).next_key()
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "shape", "dtype"))
+def _sample(key, a, b, *, kind, shape, dtype):
+    if kind == "uniform":
+        return jax.random.uniform(key, shape, dtype, minval=a, maxval=b)
+    if kind == "normal":
+        return (jax.random.normal(key, shape, dtype) * b + a).astype(dtype)
+    if kind == "randint":
+        return jax.random.randint(key, shape, a, b, dtype)
+    if kind == "bernoulli":
+        return jax.random.bernoulli(key, a, shape).astype(dtype)
+    raise ValueError(kind)
+
+
+def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
+    """Draw an array: kind is uniform [a, b), normal (mean a, std b), randint [a, b) or bernoulli (p=a)."""
+    return _sample(next_key(generator), a, b, kind=kind, shape=tuple(shape), dtype=np.dtype(dtype))
