@@ -21,14 +21,15 @@ FREED_MSG = (
 class Node:
     """A recorded op application (PyTorch's ``grad_fn``)."""
 
-    __slots__ = ("op", "params", "edges", "saved", "in_meta", "out_saved", "out_meta",
-                 "seq", "pre_hooks", "freed", "lineno", "__weakref__")
+    __slots__ = ("op", "params", "edges", "saved", "consts", "in_meta", "out_saved", "out_meta",
+                 "seq", "pre_hooks", "freed", "__weakref__")
 
-    def __init__(self, op, params, edges, saved, in_meta, out_saved, out_meta):
+    def __init__(self, op, params, edges, saved, consts, in_meta, out_saved, out_meta):
         self.op = op
         self.params = params
         self.edges = edges          # per input: (Node, out_idx) | (leaf Tensor, -1) | None
         self.saved = saved          # per input: (Tensor, version) | raw non-tensor value | None
+        self.consts = consts        # per input: array of a tensor input that needs no grad, else None
         self.in_meta = in_meta      # per input: (shape, np dtype) for tensors, else None
         self.out_saved = out_saved  # (value or tuple of values, version counter, version) | None
         self.out_meta = out_meta    # tuple of (shape, np dtype) per output

@@ -150,25 +150,28 @@ def apply(op: Op, *args, **params):
 
 def _record(op: Op, args: tuple, params: dict, out):
     T = _Tensor
-    edges, saved, in_meta = [], [], []
+    edges, saved, consts, in_meta = [], [], [], []
     for i, a in enumerate(args):
         if isinstance(a, T):
             v = a._value
             in_meta.append((v.shape, v.dtype))
-            if a.requires_grad:
+            if a._rg:
                 fn = a.grad_fn
                 edges.append((fn, a._out_idx) if fn is not None else (a, -1))
+                consts.append(None)
             else:
                 edges.append(None)
+                consts.append(v)  # kept so the graph can be lowered (engine 2)
             saved.append((a, a._vc[0]) if op.saves(i) else None)
         else:
             in_meta.append(None)
             edges.append(None)
+            consts.append(None)
             saved.append(a)
     vc = [0, 0]
     outs = (out,) if op.nout == 1 else tuple(out)
     out_meta = tuple((o.shape, o.dtype) for o in outs)
-    node = Node(op, params, tuple(edges), tuple(saved), tuple(in_meta),
+    node = Node(op, params, tuple(edges), tuple(saved), tuple(consts), tuple(in_meta),
                 (out, vc, 0) if op.saves_out else None, out_meta)
     results = []
     for i, o in enumerate(outs):
