@@ -27,6 +27,11 @@ class dtype:
     def __repr__(self) -> str:
         return f"dynajax.{self.name}"
 
+    @property
+    def legacy_name(self) -> str:
+        """PyTorch's scalar type name used in error messages ("Float", "Long", ...)."""
+        return _LEGACY_NAMES.get(self.name, self.name.capitalize())
+
     def to_real(self) -> "dtype":
         return {complex64: float32, complex128: float64}.get(self, self)
 
@@ -47,6 +52,10 @@ bool_ = dtype("bool", np.bool_)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 cfloat, cdouble = complex64, complex128
+
+_LEGACY_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                 "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                 "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 _ALL = (float16, bfloat16, float32, float64, complex64, complex128,
         uint8, int8, int16, int32, int64, bool_)

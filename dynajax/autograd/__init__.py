@@ -9,3 +9,6 @@ from .grad_mode import is_grad_enabled as is_grad_enabled
 from .grad_mode import no_grad as no_grad
 from .grad_mode import set_grad_enabled as set_grad_enabled
 from .graph import Node as Node
+from .function import Function as Function
+from .function import FunctionCtx as FunctionCtx
+from .function import once_differentiable as once_differentiable

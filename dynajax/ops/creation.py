@@ -171,7 +171,7 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
 def _float_np_checked(dtype, fn: str) -> np.dtype:
     d = _np_or_default(dtype)
     if not _dtype.is_float(d):
-        raise RuntimeError(f"\"{fn}\" not implemented for '{_dtype.from_np(d).name.capitalize()}'")
+        raise RuntimeError(f"\"{fn}\" not implemented for '{_dtype.from_np(d).legacy_name}'")
     return d
 
 

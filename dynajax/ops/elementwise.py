@@ -113,7 +113,7 @@ erfc = unary("erfc", jax.scipy.special.erfc,
 erfinv = unary("erfinv", jax.scipy.special.erfinv,
                lambda g, out, x, **_: (g * (math.sqrt(math.pi) / 2) * exp(out * out),))
 lgamma = unary("lgamma", jax.scipy.special.gammaln, lambda g, out, x, **_: (g * digamma(x),))
-digamma = unary("digamma", jax.scipy.special.digamma, None)
+digamma = unary("digamma", jax.scipy.special.digamma, lambda g, out, x, **_: (g * polygamma(1, x),))
 square = unary("square", jnp.square, lambda g, out, x: (g * 2 * x,), to_float=False)
 neg = unary("neg", jnp.negative, lambda g, out, x: (-g,), to_float=False)
 abs = unary("abs", jnp.abs, lambda g, out, x: (g * sign(x),), to_float=False)
@@ -156,6 +156,24 @@ _round_impl.defvjp(lambda g, out, x, **_: (g * 0,))
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Round half to even, as ``torch.round``."""
     return apply(_round_impl, input, decimals=decimals)
+
+
+@op("polygamma")
+def _polygamma_impl(x, *, n, dtype):
+    return jax.scipy.special.polygamma(n, x.astype(dtype))
+
+
+_polygamma_impl.defvjp(lambda g, out, x, *, n, dtype: (g * polygamma(n + 1, x),))
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The ``n``-th derivative of the digamma function."""
+    return apply(_polygamma_impl, input, n=int(n), dtype=_float_np(input))
+
+
+@method("polygamma")
+def _polygamma_method(self: Tensor, n: int) -> Tensor:
+    return polygamma(n, self)
 
 
 @op("nan_to_num")
@@ -205,7 +223,7 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
         if result == "float" and not _dtype.is_float(d):
             d = _dtype.default_float_np()
         elif result == "int" and _dtype.is_float(d):
-            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_dtype.from_np(d).name.capitalize()}'")
+            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_dtype.from_np(d).legacy_name}'")
         return with_out(apply(o, input, other, dtype=d), out)
     public.__name__ = public.__qualname__ = method_name or name
     public.__doc__ = f"Elementwise ``{method_name or name}`` with broadcasting and type promotion."
@@ -334,7 +352,7 @@ def where(condition, input=None, other=None) -> Tensor:
         return nonzero(condition, as_tuple=True)
     if _is_t(condition) and condition._value.dtype != np.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-                           f"{condition.dtype.name.capitalize()}")
+                           f"{condition.dtype.legacy_name}")
     return apply(_where_impl, condition, input, other, dtype=_dtype.result_type(input, other))
 
 

@@ -108,6 +108,6 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     d = _dtype.to_np(dtype) if dtype is not None else input._value.dtype
     if not _dtype.is_float(d):
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
-                           f"or complex dtype. Got: {_dtype.from_np(d).name.capitalize().replace('Int64', 'Long')}")
+                           f"or complex dtype. Got: {_dtype.from_np(d).legacy_name}")
     shape = tuple(input._value.shape)
     return apply(_mean, input, dims=norm_dims(dim, len(shape)), keepdim=bool(keepdim), dtype=d, shape=shape)

@@ -111,8 +111,8 @@ def _cast_result(t: Tensor, r: Tensor, opname: str) -> Tensor:
         r = expand(r, tv.shape)
     if rv.dtype != tv.dtype:
         if _dtype._category(rv.dtype) > _dtype._category(tv.dtype):
-            raise RuntimeError(f"result type {_dtype.from_np(rv.dtype).name.capitalize()} can't be cast "
-                               f"to the desired output type {_dtype.from_np(tv.dtype).name.capitalize()}")
+            raise RuntimeError(f"result type {_dtype.from_np(rv.dtype).legacy_name} can't be cast "
+                               f"to the desired output type {_dtype.from_np(tv.dtype).legacy_name}")
         r = r.to(_dtype.from_np(tv.dtype))
     return r
 

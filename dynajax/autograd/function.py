@@ -1,0 +1,135 @@
+"""Custom differentiable functions: subclass ``Function`` with static ``forward``/``backward``.
+
+>>> class Square(dynajax.autograd.Function):
+...     @staticmethod
+...     def forward(ctx, x):
+...         ctx.save_for_backward(x)
+...         return x * x
+...     @staticmethod
+...     def backward(ctx, g):
+...         (x,) = ctx.saved_tensors
+...         return 2 * x * g
+>>> y = Square.apply(t)
+"""
+from __future__ import annotations
+
+import functools
+
+from . import grad_mode
+from .graph import Node
+
+
+class FunctionCtx:
+    """The ``ctx`` handed to ``forward`` and ``backward``."""
+
+    def __init__(self) -> None:
+        self._saved = ()
+        self.needs_input_grad: tuple = ()
+        self._non_diff: set = set()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors) -> None:
+        self._saved = tuple((t, t._vc[0]) if t is not None else None for t in tensors)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        out = []
+        for s in self._saved:
+            if s is None:
+                out.append(None)
+                continue
+            t, ver = s
+            if t._vc[0] != ver:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{t.dtype!r} {list(t.shape)}] is at version {t._vc[0]}; expected version "
+                    f"{ver} instead.")
+            out.append(t)
+        return tuple(out)
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self._non_diff.update(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+
+class _FunctionOp:
+    """Stands in for a registry Op in the Node of a custom Function (no jax impl)."""
+
+    def __init__(self, cls) -> None:
+        self.name = cls.__name__
+        self.backward_name = cls.__name__ + "Backward"
+        self.cls = cls
+        self.impl = None
+        self.saves_out = False
+        self.nout = 1
+
+    @staticmethod
+    def rule(g, out, *inputs, ctx, nout):
+        grads = g if isinstance(g, tuple) else (g,)
+        with grad_mode.enable_grad() if grad_mode.state.enabled else grad_mode.no_grad():
+            res = ctx._cls.backward(ctx, *grads)
+        res = res if isinstance(res, tuple) else (res,)
+        if len(res) < len(inputs):
+            raise RuntimeError(f"function {ctx._cls.__name__}Backward returned an incorrect number of gradients "
+                               f"(expected {len(inputs)}, got {len(res)})")
+        return tuple(res[:len(inputs)])
+
+
+class Function:
+    """Base class of user-defined ops with a hand-written backward (``torch.autograd.Function``)."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement the backward function for custom autograd.Function.")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from .._tensor import Tensor, _make
+        ctx = FunctionCtx()
+        ctx._cls = cls
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with grad_mode.no_grad():
+            result = cls.forward(ctx, *args, **kwargs)
+        single = not isinstance(result, tuple)
+        outs = (result,) if single else result
+        track = grad_mode.state.enabled and any(ctx.needs_input_grad)
+        if not track:
+            return result
+        op = _FunctionOp(cls)
+        op.nout = len(outs)
+        edges, in_meta = [], []
+        for a in args:
+            if isinstance(a, Tensor) and a.requires_grad:
+                edges.append((a.grad_fn, a._out_idx) if a.grad_fn is not None else (a, -1))
+                in_meta.append((a._value.shape, a._value.dtype))
+            else:
+                edges.append(None)
+                in_meta.append((a._value.shape, a._value.dtype) if isinstance(a, Tensor) else None)
+        out_meta = tuple((o._value.shape, o._value.dtype) for o in outs if isinstance(o, Tensor))
+        node = Node(op, {"ctx": ctx, "nout": len(outs)}, tuple(edges), tuple(None for _ in args),
+                    tuple(None for _ in args), tuple(in_meta), None, out_meta)
+        wrapped = []
+        for i, o in enumerate(outs):
+            if isinstance(o, Tensor) and id(o) not in ctx._non_diff and o.dtype.is_floating_point:
+                wrapped.append(_make(o._value, True, node, i))
+            else:
+                wrapped.append(o)
+        return wrapped[0] if single else tuple(wrapped)
+
+
+def once_differentiable(fn):
+    """Marks a backward that is not itself differentiable (accepted for compatibility)."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with grad_mode.no_grad():
+            return fn(ctx, *args)
+    return wrapper
