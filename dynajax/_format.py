@@ -18,7 +18,6 @@ class _Formatter:
             return
         finite = flat[np.isfinite(flat) & (flat != 0)]
         if finite.size == 0:
-            self.max_width = max((len(self._fmt(v)) for v in flat), default=1)
             return
         a = np.abs(finite).astype(np.float64)
         lo, hi = a.min(), a.max()
@@ -27,7 +26,7 @@ class _Formatter:
             self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8
         else:
             self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
-        self.max_width = max(len(self._fmt(v)) for v in np.concatenate([finite, flat]))
+        self.max_width = max(len(self._fmt(v)) for v in finite)
 
     def _fmt(self, v) -> str:
         v = float(v)
@@ -68,7 +67,7 @@ def _str(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -> str:
     cut = summarize and n > 2 * EDGEITEMS
     if a.ndim == 1:
         vals = list(a[:EDGEITEMS]) + [None] + list(a[-EDGEITEMS:]) if cut else list(a)
-        items = ["..." if v is None else fmt.format(v) for v in vals]
+        items = [" ..." if v is None else fmt.format(v) for v in vals]
         per_line = max(1, math.floor((LINEWIDTH - indent) / (fmt.max_width + 2)))
         lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
         return "[" + ("," + "\n" + " " * (indent + 1)).join(lines) + "]"

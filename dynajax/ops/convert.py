@@ -8,6 +8,8 @@ from .._device import device as Device, put
 from .._tensor import Tensor, _make, method
 from .registry import apply, op
 
+__all__ = ["clone"]
+
 
 @op("to_dtype", backward_name="ToCopyBackward0")
 def _to_dtype(x, *, dtype):

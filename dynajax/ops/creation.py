@@ -11,6 +11,10 @@ from .. import _dtype, random
 from .._device import put
 from .._tensor import Tensor, _make, method
 
+__all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "eye", "arange", "linspace",
+           "logspace", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "zeros_like", "ones_like",
+           "empty_like", "rand_like", "randn_like", "full_like", "randint_like"]
+
 
 def _size(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -56,7 +60,9 @@ def _infer_np(data) -> np.dtype:
         return _dtype.complex64.np if _dtype.get_default_dtype() is _dtype.float32 else _dtype.complex128.np
     if "f" in kinds:
         return _dtype.default_float_np()
-    if kinds <= {"b"} and kinds:
+    if not kinds:
+        return _dtype.default_float_np()  # torch.tensor([]) is a float tensor
+    if kinds == {"b"}:
         return np.dtype(np.bool_)
     return np.dtype(np.int64)
 

@@ -15,6 +15,19 @@ from .._tensor import Tensor, method
 from .registry import Op, apply, op
 from .views import assign, inplace
 
+__all__ = [
+    "abs", "absolute", "acos", "add", "arccos", "arcsin", "arctan", "arctan2", "asin", "asinh", "atan",
+    "atan2", "atanh", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift",
+    "bitwise_xor", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "cosh", "digamma", "div",
+    "divide", "eq", "erf", "erfc", "erfinv", "exp", "exp2", "expm1", "fix", "floor", "floor_divide", "fmod",
+    "frac", "ge", "greater", "greater_equal", "gt", "hypot", "isfinite", "isinf", "isnan", "le", "lerp",
+    "less", "less_equal", "lgamma", "log", "log10", "log1p", "log2", "logaddexp", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum", "mul", "multiply", "nan_to_num",
+    "ne", "neg", "negative", "not_equal", "polygamma", "pow", "reciprocal", "relu", "remainder", "round",
+    "rsqrt", "sgn", "sigmoid", "sign", "sin", "sinh", "sqrt", "square", "sub", "subtract", "tan", "tanh",
+    "true_divide", "trunc", "where",
+]
+
 
 # ---------------------------------------------------------------- helpers
 def _is_t(x) -> bool:

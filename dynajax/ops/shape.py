@@ -13,6 +13,10 @@ from .._tensor import Tensor, _wrap_dim, method
 from .registry import apply, op
 from .views import make_view
 
+__all__ = ["reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "ravel", "expand", "expand_as",
+           "broadcast_to", "broadcast_tensors", "broadcast_shapes", "permute", "transpose", "swapaxes", "swapdims",
+           "t", "movedim", "moveaxis", "squeeze", "unsqueeze"]
+
 
 def _sizes(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
