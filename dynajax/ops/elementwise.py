@@ -105,7 +105,7 @@ log2 = unary("log2", jnp.log2, lambda g, out, x, **_: (g / (x * math.log(2.0)),)
 log10 = unary("log10", jnp.log10, lambda g, out, x, **_: (g / (x * math.log(10.0)),))
 log1p = unary("log1p", jnp.log1p, lambda g, out, x, **_: (g / (x + 1),))
 sqrt = unary("sqrt", jnp.sqrt, lambda g, out, x, **_: (g / (2 * out),))
-rsqrt = unary("rsqrt", jax.lax.rsqrt, lambda g, out, x, **_: (g * -0.5 * out / x,))
+rsqrt = unary("rsqrt", jax.lax.rsqrt, lambda g, out, x, **_: (g * -0.5 * out * out * out,))
 reciprocal = unary("reciprocal", jnp.reciprocal, lambda g, out, x, **_: (-g * out * out,))
 sin = unary("sin", jnp.sin, lambda g, out, x, **_: (g * cos(x),))
 cos = unary("cos", jnp.cos, lambda g, out, x, **_: (-g * sin(x),))
@@ -272,7 +272,7 @@ def _min_rule(g, out, x, y, **_):
 _add = binary("add", jnp.add, lambda g, out, x, y, **_: (g, g), method_name="_add")
 _sub = binary("sub", jnp.subtract, lambda g, out, x, y, **_: (g, -g), method_name="_sub")
 mul = binary("mul", jnp.multiply, lambda g, out, x, y, **_: (g * y, g * x))
-_true_div = binary("div", jnp.true_divide, lambda g, out, x, y, **_: (g / y, -g * out / y), "float",
+_true_div = binary("div", jnp.true_divide, lambda g, out, x, y, **_: (g / y, -g * x / (y * y)), "float",
                    method_name="_div")
 floor_divide = binary("floor_divide", jnp.floor_divide, lambda g, out, x, y, **_: (g * 0, g * 0))
 _trunc_div = binary("div_trunc", lambda a, b: jnp.trunc(a / b).astype(a.dtype) if a.dtype.kind == "f"
@@ -287,7 +287,7 @@ maximum = binary("maximum", jnp.maximum, _max_rule, has_inplace=False)
 minimum = binary("minimum", jnp.minimum, _min_rule, has_inplace=False)
 hypot = binary("hypot", jnp.hypot, lambda g, out, x, y, **_: (g * x / out, g * y / out), "float")
 logaddexp = binary("logaddexp", jnp.logaddexp,
-                   lambda g, out, x, y, **_: (g * exp(x - out), g * exp(y - out)), "float", has_inplace=False)
+                   lambda g, out, x, y, **_: (g * sigmoid(x - y), g * sigmoid(y - x)), "float", has_inplace=False)
 eq = binary("eq", jnp.equal)
 ne = binary("ne", jnp.not_equal)
 lt = binary("lt", jnp.less)

@@ -138,6 +138,10 @@ def inplace(t: Tensor, compute, opname: str = "") -> Tensor:
 
 def assign(t: Tensor, r: Tensor) -> Tensor:
     """Rebind ``t`` (and, through views, its base) to the value of ``r``."""
+    node = r.grad_fn
+    if node is not None and node.out_saved is not None and node.out_saved[1] is r._vc:
+        # the op saved its output; from now on that output is ``t``, so later writes to ``t`` must be caught
+        node.out_saved = (node.out_saved[0], t._vc, t._vc[0] + 1)
     if t._base is None:
         _rebind(t, r)
         t._vc[0] += 1
