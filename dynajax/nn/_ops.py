@@ -1,0 +1,250 @@
+"""Fused ops of the neural-network layers, each declared once with its VJP rule:
+``linear``, convolutions (with their input/weight gradients as ops, so double
+backward works), ``softmax``/``log_softmax``, ``embedding``, ``one_hot``, max pooling,
+padding, and ``resample`` (avg/adaptive pooling and interpolation as per-dim matrices).
+
+Ops that are piecewise linear in their input (pooling, padding, resampling) are
+declared with :func:`linearized`: the forward, its VJP and its JVP are three ops
+whose rules call each other, so gradients of any order are exact.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..ops.registry import apply, op
+
+
+# ---------------------------------------------------------------- linear
+@op("linear", backward_name="MmBackward0")
+def _linear(x, w):
+    return jnp.matmul(x, w.T)
+
+
+@_linear.defvjp
+def _linear_vjp(g, out, x, w):
+    n_out, n_in = g.shape[-1], x.shape[-1]
+    g2, x2 = g.reshape(-1, n_out), x.reshape(-1, n_in)
+    return apply(_linear, g, w.t()), apply(_linear, g2.t(), x2.t())
+
+
+def linear_nobias(x, w):
+    """``x @ w.T`` over any leading dims of ``x``."""
+    return apply(_linear, x, w)
+
+
+# ---------------------------------------------------------------- convolution
+def _dimension_numbers(nd: int):
+    sp = "DHW"[3 - nd:] if nd <= 3 else None
+    return ("NC" + sp, "OI" + sp, "NC" + sp)
+
+
+def _conv_impl(x, w, *, stride, padding, dilation, groups):
+    return jax.lax.conv_general_dilated(
+        x, w, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
+        dimension_numbers=_dimension_numbers(x.ndim - 2), precision=jax.lax.Precision.HIGHEST)
+
+
+conv = op("convolution", backward_name="ConvolutionBackward0")(_conv_impl)
+
+
+@op("convolution_input_grad", backward_name="ConvolutionBackwardInput0")
+def conv_input_grad(g, w, *, in_shape, stride, padding, dilation, groups):
+    f = functools.partial(_conv_impl, w=w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return jax.vjp(f, jnp.zeros(in_shape, g.dtype))[1](g)[0]
+
+
+@op("convolution_weight_grad", backward_name="ConvolutionBackwardWeight0")
+def conv_weight_grad(x, g, *, w_shape, stride, padding, dilation, groups):
+    f = functools.partial(_conv_impl, x, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return jax.vjp(f, jnp.zeros(w_shape, g.dtype))[1](g)[0]
+
+
+@conv.defvjp
+def _conv_vjp(g, out, x, w, **p):
+    return (apply(conv_input_grad, g, w, in_shape=tuple(x.shape), **p),
+            apply(conv_weight_grad, x, g, w_shape=tuple(w.shape), **p))
+
+
+@conv_input_grad.defvjp
+def _conv_input_grad_vjp(gg, out, gy, w, *, in_shape, **p):
+    return apply(conv, gg, w, **p), apply(conv_weight_grad, gg, gy, w_shape=tuple(w.shape), **p)
+
+
+@conv_weight_grad.defvjp
+def _conv_weight_grad_vjp(gg, out, x, gy, *, w_shape, **p):
+    return apply(conv_input_grad, gy, gg, in_shape=tuple(x.shape), **p), apply(conv, x, gg, **p)
+
+
+# ---------------------------------------------------------------- softmax family
+@op("softmax")
+def _softmax(x, *, dim):
+    return jax.nn.softmax(x, axis=dim)
+
+
+_softmax.defvjp(lambda g, out, x, *, dim: (out * (g - (g * out).sum(dim, keepdim=True)),))
+
+
+@op("log_softmax")
+def _log_softmax(x, *, dim):
+    return jax.nn.log_softmax(x, axis=dim)
+
+
+_log_softmax.defvjp(lambda g, out, x, *, dim: (g - out.exp() * g.sum(dim, keepdim=True),))
+
+
+def softmax_op(x, dim: int, log: bool = False):
+    return apply(_log_softmax if log else _softmax, x, dim=dim)
+
+
+# ---------------------------------------------------------------- embedding / one_hot
+@op("embedding")
+def _embedding(w, idx, *, num, padding_idx):
+    return jnp.take(w, idx, axis=0)
+
+
+@op("embedding_dense_backward")
+def _embedding_backward(g, idx, *, num, padding_idx):
+    r = jnp.zeros((num,) + g.shape[idx.ndim:], g.dtype).at[idx].add(g)
+    return r if padding_idx is None else r.at[padding_idx].set(0)
+
+
+@_embedding.defvjp
+def _embedding_vjp(g, out, w, idx, *, num, padding_idx):
+    return apply(_embedding_backward, g, idx, num=num, padding_idx=padding_idx), None
+
+
+@_embedding_backward.defvjp
+def _embedding_backward_vjp(gg, out, g, idx, *, num, padding_idx):
+    r = apply(_embedding, gg, idx, num=num, padding_idx=padding_idx)
+    if padding_idx is not None:
+        r = r * (idx != padding_idx).unsqueeze(-1)
+    return r, None
+
+
+def embedding_op(weight, idx, padding_idx):
+    return apply(_embedding, weight, idx, num=int(weight.shape[0]), padding_idx=padding_idx)
+
+
+@op("one_hot")
+def one_hot_op(idx, *, num_classes):
+    return jax.nn.one_hot(idx, num_classes, dtype=jnp.int64)
+
+
+# ---------------------------------------------------------------- piecewise-linear ops
+def linearized(name: str, f):
+    """Register ``f(x, **params)`` (piecewise linear in ``x``) as op ``name`` plus its
+    VJP and JVP ops; each one's rule is another of the three, so every order differentiates."""
+    fwd = op(name)(f)
+
+    @op(name + "_backward")
+    def vjp(g, x, **p):
+        return jax.vjp(functools.partial(f, **p), x)[1](g)[0]
+
+    @op(name + "_jvp")
+    def jvp(t, x, **p):
+        return jax.jvp(functools.partial(f, **p), (x,), (t,))[1]
+
+    fwd.defvjp(lambda g, out, x, **p: (apply(vjp, g, x, **p),))
+    vjp.defvjp(lambda g, out, gy, x, **p: (apply(jvp, g, x, **p), None))
+    jvp.defvjp(lambda g, out, t, x, **p: (apply(vjp, g, x, **p), None))
+    return fwd
+
+
+def pool_out_len(L: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """Output length of a pooling window, PyTorch's formula (incl. ``ceil_mode``)."""
+    num = L + 2 * p - d * (k - 1) - 1
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= L + p:
+        out -= 1
+    return out
+
+
+def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
+    nd = len(kernel)
+    pads = [(0, 0)] * (x.ndim - nd)
+    for i in range(nd):
+        L = x.shape[x.ndim - nd + i]
+        out = pool_out_len(L, kernel[i], stride[i], padding[i], dilation[i], ceil_mode)
+        hi = (out - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 - L - padding[i]
+        pads.append((padding[i], max(hi, 0)))
+    lead = (1,) * (x.ndim - nd)
+    init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    return jax.lax.reduce_window(x, jnp.asarray(init, x.dtype), jax.lax.max, lead + kernel, lead + stride, pads,
+                                 window_dilation=lead + dilation)
+
+
+max_pool = linearized("max_pool", _max_pool_impl)
+
+
+def _pad_impl(x, *, pads, mode, value):
+    lead = [(0, 0)] * (x.ndim - len(pads))
+    if mode == "constant":
+        return jax.lax.pad(x, jnp.asarray(value, x.dtype), [(lo, hi, 0) for lo, hi in lead + list(pads)])
+    return jnp.pad(x, lead + list(pads), mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
+
+
+pad_op = linearized("pad", _pad_impl)
+
+
+def _resample_matrix(spec) -> np.ndarray:
+    """The (out, in) matrix of one spatial dim: avg / adaptive pooling or interpolation."""
+    kind, L = spec[0], spec[1]
+    if kind == "avg":
+        _, _, k, s, p, ceil_mode, include_pad = spec
+        n = pool_out_len(L, k, s, p, 1, ceil_mode)
+        m = np.zeros((n, L))
+        for i in range(n):
+            start = i * s - p
+            end = min(start + k, L + p)
+            a, b = max(start, 0), min(end, L)
+            m[i, a:b] = 1.0 / ((end - start) if include_pad else (b - a))
+        return m
+    if kind == "sum":
+        _, _, k, s, p, ceil_mode = spec
+        n = pool_out_len(L, k, s, p, 1, ceil_mode)
+        m = np.zeros((n, L))
+        for i in range(n):
+            m[i, max(i * s - p, 0):min(i * s - p + k, L)] = 1.0
+        return m
+    n = spec[2]
+    m = np.zeros((n, L))
+    if kind == "adaptive":
+        for i in range(n):
+            a, b = (i * L) // n, -(-((i + 1) * L) // n)
+            m[i, a:b] = 1.0 / (b - a)
+        return m
+    scale = spec[3]
+    if kind in ("nearest", "nearest-exact"):
+        off = 0.5 if kind == "nearest-exact" else 0.0
+        for i in range(n):
+            m[i, min(int(math.floor((i + off) * scale)), L - 1)] = 1.0
+        return m
+    align = spec[4]
+    for i in range(n):
+        if align:
+            src = i * (L - 1) / (n - 1) if n > 1 else 0.0
+        else:
+            src = max((i + 0.5) * scale - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), L - 1)
+        i1 = min(i0 + 1, L - 1)
+        lam = src - i0
+        m[i, i0] += 1.0 - lam
+        m[i, i1] += lam
+    return m
+
+
+def _resample_impl(x, *, specs):
+    nd = len(specs)
+    for i, spec in enumerate(specs):
+        axis = x.ndim - nd + i
+        m = jnp.asarray(_resample_matrix(spec), x.dtype)
+        x = jnp.moveaxis(jnp.tensordot(x, m, axes=[[axis], [1]], precision=jax.lax.Precision.HIGHEST), -1, axis)
+    return x
+
+
+resample = linearized("resample", _resample_impl)

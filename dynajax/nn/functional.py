@@ -1,0 +1,801 @@
+"""``dynajax.nn.functional``: PyTorch's stateless layer functions (activations, losses,
+convolution, pooling, normalization, dropout, attention ...), as ``torch.nn.functional``."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .. import _dtype, random
+from .._tensor import Tensor, _make
+from ..autograd import grad_mode
+from ..ops import elementwise as _ew
+from ..ops.views import inplace
+from . import _ops
+
+__all__ = [
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "pad", "interpolate", "upsample", "pixel_shuffle", "one_hot", "embedding",
+    "relu", "relu_", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "softplus",
+    "softsign", "tanh", "sigmoid", "hardtanh", "hardsigmoid", "hardswish", "logsigmoid", "tanhshrink",
+    "threshold", "glu", "prelu", "softmax", "log_softmax", "softmin",
+    "dropout", "dropout1d", "dropout2d", "layer_norm", "batch_norm", "group_norm", "instance_norm",
+    "normalize", "cosine_similarity", "pairwise_distance", "scaled_dot_product_attention",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+]
+
+
+def _tuple(v, n: int, name: str = "") -> tuple:
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            return tuple(int(v[0]) for _ in range(n))
+        if len(v) != n:
+            raise ValueError(f"{name} must have {n} elements, got {tuple(v)}")
+        return tuple(int(a) for a in v)
+    return (int(v),) * n
+
+
+# ---------------------------------------------------------------- linear / conv
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias``."""
+    if input.shape[-1] != weight.shape[-1]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_ops_shape2(input)} and "
+                           f"{weight.shape[-1]}x{weight.shape[0]})")
+    out = _ops.linear_nobias(input, weight)
+    return out if bias is None else out + bias
+
+
+def _ops_shape2(x: Tensor) -> str:
+    n = x.numel() // max(x.shape[-1], 1) if x.dim() > 1 else 1
+    return f"{n}x{x.shape[-1]}"
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y_k = x1 @ W_k @ x2 + b_k`` for ``weight`` of shape (out, in1, in2)."""
+    o, n1, n2 = weight.shape
+    t = _ops.linear_nobias(input1, weight.permute(0, 2, 1).reshape(o * n2, n1))  # (..., o*n2)
+    t = t.reshape(*input1.shape[:-1], o, n2)
+    out = (t * input2.unsqueeze(-2)).sum(-1)
+    return out if bias is None else out + bias
+
+
+def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, name: str):
+    unbatched = input.dim() == nd + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    if input.dim() != nd + 2:
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, but got "
+                           f"input of size: {list(input.shape)}")
+    c_in = input.shape[1]
+    if c_in != weight.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                           f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got {c_in} "
+                           "channels instead")
+    stride, dilation = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    k = weight.shape[2:]
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads = ((0, 0),) * nd
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            tot = [d * (kk - 1) for d, kk in zip(dilation, k)]
+            pads = tuple((t // 2, t - t // 2) for t in tot)
+        else:
+            raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
+    else:
+        pads = tuple((p, p) for p in _tuple(padding, nd, "padding"))
+    from ..ops.registry import apply
+    out = apply(_ops.conv, input, weight, stride=stride, padding=pads, dilation=dilation, groups=int(groups))
+    if bias is not None:
+        out = out + bias.reshape(-1, *([1] * nd))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """1-D convolution over (N, C, L) input."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """2-D convolution over (N, C, H, W) input; ``padding`` may be an int, a pair, 'same' or 'valid'."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """3-D convolution over (N, C, D, H, W) input."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, nd):
+    from ..ops.registry import apply
+    unbatched = input.dim() == nd + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    stride, padding = _tuple(stride, nd), _tuple(padding, nd)
+    output_padding, dilation = _tuple(output_padding, nd), _tuple(dilation, nd)
+    if input.shape[1] != weight.shape[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
+                           f"{list(input.shape)} to have {weight.shape[0]} channels, but got {input.shape[1]} "
+                           "channels instead")
+    k = weight.shape[2:]
+    out_sp = tuple((L - 1) * s - 2 * p + d * (kk - 1) + op + 1
+                   for L, s, p, d, kk, op in zip(input.shape[2:], stride, padding, dilation, k, output_padding))
+    in_shape = (input.shape[0], weight.shape[1] * groups) + out_sp
+    out = apply(_ops.conv_input_grad, input, weight, in_shape=in_shape, stride=stride,
+                padding=tuple((p, p) for p in padding), dilation=dilation, groups=int(groups))
+    if bias is not None:
+        out = out + bias.reshape(-1, *([1] * nd))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:
+    """Transposed 1-D convolution (the gradient of conv1d w.r.t. its input)."""
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 1)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:
+    """Transposed 2-D convolution; ``weight`` has shape (in, out/groups, kH, kW)."""
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
+
+
+# ---------------------------------------------------------------- pooling / resampling
+def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
+    from ..ops.registry import apply
+    if return_indices:
+        raise NotImplementedError("dynajax: max_pool with return_indices=True is not supported yet")
+    k = _tuple(kernel_size, nd)
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd)
+    p, d = _tuple(padding, nd), _tuple(dilation, nd)
+    if any(pp * 2 > kk for pp, kk in zip(p, k)):
+        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
+                           f"kernel_size={k[0]} and dilation={d[0]}")
+    return apply(_ops.max_pool, input, kernel=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over sliding windows of the last dim."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over sliding windows of the last two dims (stride defaults to kernel_size)."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
+
+
+def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd):
+    from ..ops.registry import apply
+    k = _tuple(kernel_size, nd)
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd)
+    p = _tuple(padding, nd)
+    L = input.shape[-nd:]
+    if divisor_override:
+        specs = tuple(("sum", L[i], k[i], s[i], p[i], bool(ceil_mode)) for i in range(nd))
+        return apply(_ops.resample, input, specs=specs) / divisor_override
+    specs = tuple(("avg", L[i], k[i], s[i], p[i], bool(ceil_mode), bool(count_include_pad)) for i in range(nd))
+    return apply(_ops.resample, input, specs=specs)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    """Mean over sliding windows of the last dim."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None) -> Tensor:
+    """Mean over sliding windows of the last two dims."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
+
+
+def _adaptive_avg(input, output_size, nd):
+    from ..ops.registry import apply
+    out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
+    L = input.shape[-nd:]
+    specs = tuple(("adaptive", L[i], L[i] if out[i] is None else int(out[i])) for i in range(nd))
+    return apply(_ops.resample, input, specs=specs)
+
+
+def adaptive_avg_pool1d(input, output_size) -> Tensor:
+    """Average-pool the last dim to ``output_size`` bins."""
+    return _adaptive_avg(input, output_size, 1)
+
+
+def adaptive_avg_pool2d(input, output_size) -> Tensor:
+    """Average-pool the last two dims to ``output_size`` (an int, pair, or None to keep a dim)."""
+    return _adaptive_avg(input, output_size, 2)
+
+
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+    """Resize the spatial dims: modes nearest, nearest-exact, linear, bilinear, trilinear, area."""
+    from ..ops.registry import apply
+    nd = input.dim() - 2
+    if nd < 1:
+        raise ValueError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D)")
+    if mode in ("nearest", "area", "nearest-exact") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    L = input.shape[2:]
+    if size is not None:
+        out = tuple(size) if isinstance(size, (tuple, list)) else (size,) * nd
+        scales = tuple(L[i] / out[i] for i in range(nd))
+    else:
+        sf = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * nd
+        out = tuple(int(math.floor(L[i] * sf[i])) for i in range(nd))
+        scales = tuple((L[i] / out[i]) if recompute_scale_factor else 1.0 / sf[i] for i in range(nd))
+    if mode == "area":
+        return adaptive_avg_pool2d(input, out) if nd == 2 else _adaptive_avg(input, out, nd)
+    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode in linear_modes:
+        if linear_modes[mode] != nd:
+            raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
+                                      f"{linear_modes[mode] + 2}D input")
+        specs = tuple(("linear", L[i], int(out[i]), float(scales[i]), bool(align_corners)) for i in range(nd))
+    elif mode in ("nearest", "nearest-exact"):
+        specs = tuple((mode, L[i], int(out[i]), float(scales[i])) for i in range(nd))
+    else:
+        raise NotImplementedError(f"dynajax: interpolate mode '{mode}' is not supported")
+    return apply(_ops.resample, input, specs=specs)
+
+
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    """Deprecated alias of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """Pad the last ``len(pad)//2`` dims; ``pad`` lists (left, right) pairs from the last dim backwards."""
+    from ..ops.registry import apply
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    n = len(pad) // 2
+    if n > input.dim():
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but "
+                           f"got padding length {len(pad)} and input of dimension {input.dim()}")
+    pairs = tuple((int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(n))[::-1]
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if mode == "reflect":
+        for i, (lo, hi) in enumerate(pairs):
+            dim = input.dim() - n + i
+            if lo >= input.shape[dim] or hi >= input.shape[dim]:
+                raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
+                                   f"dimension, but got: padding ({lo}, {hi}) at dimension {dim} of input "
+                                   f"{list(input.shape)}")
+    return apply(_ops.pad_op, input, pads=pairs, mode=mode, value=float(value or 0.0) if mode == "constant" else 0.0)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(N, C*r*r, H, W) -> (N, C, H*r, W*r)."""
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding along a new last dim (``num_classes=-1``: max value + 1)."""
+    from ..ops.registry import apply
+    if tensor.dtype != _dtype.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    v = np.asarray(tensor.detach()._value)
+    if num_classes == -1:
+        num_classes = int(v.max()) + 1 if v.size else 0
+    if v.size and v.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if v.size and v.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return apply(_ops.one_hot_op, tensor, num_classes=int(num_classes))
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False) -> Tensor:
+    """Rows of ``weight`` selected by the integer ``input``."""
+    if max_norm is not None:
+        raise NotImplementedError("dynajax: embedding max_norm is not supported yet")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    return _ops.embedding_op(weight, input, padding_idx)
+
+
+# ---------------------------------------------------------------- activations
+relu = _ew.relu
+tanh = _ew.tanh
+sigmoid = _ew.sigmoid
+
+
+def relu_(input: Tensor) -> Tensor:
+    """In-place ReLU."""
+    return input.relu_()
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x if x > 0 else negative_slope * x``."""
+    if inplace:
+        return _inplace(input, lambda a: _ew.leaky_relu(a, negative_slope))
+    return _ew.leaky_relu(input, negative_slope)
+
+
+def _inplace(t: Tensor, fn) -> Tensor:
+    return inplace(t, fn)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """Clamp to ``[min_val, max_val]``."""
+    return _inplace(input, lambda a: a.clamp(min_val, max_val)) if inplace else input.clamp(min_val, max_val)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """``min(max(x, 0), 6)``."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x if x > 0 else alpha * (exp(x) - 1)``."""
+    f = lambda a: _ew.where(a > 0, a, (a.clamp(max=0.0)).expm1() * alpha)  # noqa: E731
+    return _inplace(input, f) if inplace else f(input)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """Scaled ELU with PyTorch's constants."""
+    a, s = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return elu(input, a) * s
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    return _ew.where(input > 0, input, (input.clamp(max=0.0) / alpha).expm1() * alpha)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit; ``approximate='tanh'`` uses the tanh formula."""
+    if approximate == "tanh":
+        return 0.5 * input * (1.0 + (math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)).tanh())
+    if approximate != "none":
+        raise RuntimeError(f"approximate argument must be either none or tanh.")
+    return 0.5 * input * (1.0 + (input * (1.0 / math.sqrt(2.0))).erf())
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)``."""
+    return _inplace(input, lambda a: a * a.sigmoid()) if inplace else input * input.sigmoid()
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, linear above ``threshold``."""
+    bx = input * beta
+    soft = (bx.clamp(max=threshold)).exp().log1p() / beta
+    return _ew.where(bx > threshold, input, soft)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    return input * softplus(input).tanh()
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    return input / (1 + input.abs())
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x))``, computed stably."""
+    return -softplus(-input)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``relu6(x + 3) / 6``."""
+    return (input + 3.0).clamp(0.0, 6.0) / 6.0
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * relu6(x + 3) / 6``."""
+    return input * hardsigmoid(input)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    return input - input.tanh()
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x if x > threshold else value``."""
+    return _ew.where(input > threshold, input, value)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """``a * sigmoid(b)`` for the two halves of ``input`` along ``dim``."""
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """Leaky ReLU with a learned slope per channel (dim 1)."""
+    w = weight.reshape(-1, *([1] * (input.dim() - 2))) if input.dim() > 1 and weight.numel() > 1 else weight
+    return _ew.where(input > 0, input, input * w)
+
+
+def _softmax_dim(ndim: int) -> int:
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
+    """``exp(x) / exp(x).sum(dim)``, computed stably."""
+    if dtype is not None:
+        input = input.to(dtype)
+    dim = _softmax_dim(input.dim()) if dim is None else dim
+    return _ops.softmax_op(input, _wrap(dim, input.dim()))
+
+
+def log_softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
+    """``x - logsumexp(x, dim)``."""
+    if dtype is not None:
+        input = input.to(dtype)
+    dim = _softmax_dim(input.dim()) if dim is None else dim
+    return _ops.softmax_op(input, _wrap(dim, input.dim()), log=True)
+
+
+def softmin(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
+    """``softmax(-x)``."""
+    return softmax(-input, dim, dtype=dtype)
+
+
+def _wrap(dim: int, ndim: int) -> int:
+    from .._tensor import _wrap_dim
+    return _wrap_dim(dim, ndim) if ndim else 0
+
+
+# ---------------------------------------------------------------- dropout
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _dropout_mask(input: Tensor, p: float, shape) -> Tensor:
+    keep = random.sample("bernoulli", tuple(shape), input._value.dtype, 1.0 - p)
+    return _make(keep) * (1.0 / (1.0 - p)) if p < 1.0 else _make(keep)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (training only)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    mask = _dropout_mask(input, p, input.shape)
+    return _inplace(input, lambda a: a * mask) if inplace else input * mask
+
+
+def _channel_dropout(input, p, training, inplace, batched_ndim):
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    lead = 2 if input.dim() == batched_ndim else 1
+    shape = tuple(input.shape[:lead]) + (1,) * (input.dim() - lead)
+    mask = _dropout_mask(input, p, shape)
+    return _inplace(input, lambda a: a * mask) if inplace else input * mask
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, L) input."""
+    return _channel_dropout(input, p, training, inplace, 3)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, H, W) input."""
+    return _channel_dropout(input, p, training, inplace, 4)
+
+
+# ---------------------------------------------------------------- normalization
+def _normalize_over(x: Tensor, dims, eps: float):
+    mean = x.mean(dims, keepdim=True)
+    xc = x - mean
+    var = (xc * xc).mean(dims, keepdim=True)
+    return xc * (var + eps).rsqrt(), mean, var
+
+
+def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.dim() - len(ns):]) != ns:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape [*, "
+                           f"{', '.join(str(s) for s in ns)}], but got input of size{list(input.shape)}")
+    y, _, _ = _normalize_over(input, tuple(range(input.dim() - len(ns), input.dim())), eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def _channel_shape(x: Tensor) -> tuple:
+    return (-1,) + (1,) * (x.dim() - 2)
+
+
+def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each channel (dim 1) by batch statistics (training, updating the running ones) or running ones."""
+    cs = _channel_shape(input)
+    if training:
+        n = input.numel() // input.shape[1]
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{_size_repr(input.shape)}")
+        dims = (0,) + tuple(range(2, input.dim()))
+        y, mean, var = _normalize_over(input, dims, eps)
+        if running_mean is not None or running_var is not None:
+            with grad_mode.no_grad():
+                if running_mean is not None:
+                    m = mean.detach().reshape(-1)
+                    inplace(running_mean, lambda a: a * (1 - momentum) + m * momentum)
+                if running_var is not None:
+                    v = var.detach().reshape(-1) * (n / (n - 1))
+                    inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
+    else:
+        y = (input - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(cs)
+    return y if bias is None else y + bias.reshape(cs)
+
+
+def _size_repr(shape) -> str:
+    return f"dynajax.Size([{', '.join(str(s) for s in shape)}])"
+
+
+def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each (sample, channel) over its spatial dims."""
+    y, _, _ = _normalize_over(input, tuple(range(2, input.dim())), eps)
+    cs = _channel_shape(input)
+    if weight is not None:
+        y = y * weight.reshape(cs)
+    return y if bias is None else y + bias.reshape(cs)
+
+
+def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize over groups of channels (and all spatial dims) per sample."""
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
+                           f"of shape {list(input.shape)} and num_groups={num_groups}")
+    y, _, _ = _normalize_over(input.reshape(n, num_groups, -1), (2,), eps)
+    y = y.reshape(input.shape)
+    cs = _channel_shape(input)
+    if weight is not None:
+        y = y * weight.reshape(cs)
+    return y if bias is None else y + bias.reshape(cs)
+
+
+def _vnorm(x: Tensor, p: float, dim, keepdim: bool) -> Tensor:
+    if p == 2:
+        return (x * x).sum(dim, keepdim=keepdim).sqrt()
+    if p == 1:
+        return x.abs().sum(dim, keepdim=keepdim)
+    if p == math.inf:
+        return x.abs().amax(dim, keepdim=keepdim)
+    return (x.abs() ** p).sum(dim, keepdim=keepdim) ** (1.0 / p)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    return input / _vnorm(input, p, dim, True).clamp(min=eps).expand_as(input)
+
+
+def _no_grad_clamp_min(x: Tensor, lo: float) -> Tensor:
+    """``clamp(x, min=lo)`` whose gradient is that of ``x`` (PyTorch clamps the norm under no_grad)."""
+    return x + (x.detach().clamp(min=lo) - x.detach())
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim``."""
+    n1 = _no_grad_clamp_min(_vnorm(x1, 2, dim, True), eps)
+    n2 = _no_grad_clamp_min(_vnorm(x2, 2, dim, True), eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """``||x1 - x2 + eps||_p`` over the last dim."""
+    return _vnorm(x1 - x2 + eps, p, -1, keepdim)
+
+
+# ---------------------------------------------------------------- attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale=None, enable_gqa: bool = False) -> Tensor:
+    """``softmax(q @ k^T * scale + mask) @ v`` over the last two dims."""
+    from ..ops.creation import tensor
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and query.shape[-3] != key.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key = key.repeat_interleave(rep, -3)
+        value = value.repeat_interleave(rep, -3)
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        causal = tensor(np.tril(np.ones((L, S), bool)))
+        scores = _ew.where(causal, scores, -math.inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == _dtype.bool_:
+            scores = _ew.where(attn_mask, scores, -math.inf)
+        else:
+            scores = scores + attn_mask
+    attn = softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return attn @ value
+
+
+# ---------------------------------------------------------------- losses
+def _reduction(size_average, reduce, reduction: str) -> str:
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else "mean" if size_average else "sum"
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _pointwise_loss(name: str, fn):
+    def loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             **kwargs) -> Tensor:
+        return _reduce(fn(input, target, **kwargs), _reduction(size_average, reduce, reduction))
+    loss.__name__ = loss.__qualname__ = name
+    return loss
+
+
+mse_loss = _pointwise_loss("mse_loss", lambda x, y: (x - y) * (x - y))
+mse_loss.__doc__ = "Mean squared error (``reduction``: 'mean', 'sum' or 'none')."
+l1_loss = _pointwise_loss("l1_loss", lambda x, y: (x - y).abs())
+l1_loss.__doc__ = "Mean absolute error."
+
+
+def _smooth_l1(x, y, beta: float = 1.0):
+    d = (x - y).abs()
+    if beta == 0.0:
+        return d
+    return _ew.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+
+
+def _huber(x, y, delta: float = 1.0):
+    d = (x - y).abs()
+    return _ew.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+
+
+smooth_l1_loss = _pointwise_loss("smooth_l1_loss", _smooth_l1)
+smooth_l1_loss.__doc__ = "Quadratic below ``beta``, linear above (divided by ``beta``)."
+huber_loss = _pointwise_loss("huber_loss", _huber)
+huber_loss.__doc__ = "Quadratic below ``delta``, linear (times ``delta``) above."
+
+
+def _class_last(x: Tensor) -> Tensor:
+    return x.movedim(1, -1) if x.dim() > 1 else x
+
+
+def _check_batch(input: Tensor, target: Tensor) -> None:
+    if input.dim() > 1 and input.shape[0] != (target.shape[0] if target.dim() else 1):
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0] if target.dim() else 1}).")
+
+
+def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str) -> Tensor:
+    """Negative log-likelihood of integer ``target`` under log-probs ``logp`` (class dim 1)."""
+    _check_batch(logp, target)
+    if target.is_floating_point():
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
+    C = logp.shape[1] if logp.dim() > 1 else logp.shape[0]
+    t = np.asarray(target.detach()._value)
+    bad = (t != ignore_index) & ((t < 0) | (t >= C))
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    valid = target != ignore_index
+    oh = one_hot(_ew.where(valid, target, 0), C).to(logp.dtype)
+    picked = (_class_last(logp) * oh).sum(-1)
+    w = valid.to(logp.dtype)
+    if weight is not None:
+        w = w * (oh * weight).sum(-1)
+    loss = -picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss, reduction)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``."""
+    return _nll(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction))
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """``nll_loss(log_softmax(input, 1), target)``; ``target`` holds class indices or class probabilities."""
+    reduction = _reduction(size_average, reduce, reduction)
+    cdim = 0 if input.dim() == 1 else 1
+    C = input.shape[cdim]
+    logp = log_softmax(input, cdim)
+    wshape = [1] * input.dim()
+    wshape[cdim] = C
+    if target.is_floating_point():
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / C
+        lp = logp if weight is None else logp * weight.reshape(wshape)
+        loss = -(lp * target).sum(cdim)
+        if reduction == "mean":
+            return loss.sum() / (input.numel() / C) if input.numel() else loss.sum() * float("nan")
+        return _reduce(loss, reduction)
+    nll = _nll(logp, target, weight, ignore_index, reduction)
+    if label_smoothing <= 0:
+        return nll
+    lp = logp if weight is None else logp * weight.reshape(wshape)
+    valid = (target != ignore_index).to(input.dtype)
+    smooth = -lp.sum(cdim) * valid
+    if reduction == "mean":
+        if weight is not None:
+            oh = one_hot(_ew.where(target != ignore_index, target, 0), C).to(input.dtype)
+            denom = ((oh * weight).sum(-1) * valid).sum()
+        else:
+            denom = valid.sum()
+        ret = smooth.sum() / denom
+    else:
+        ret = _reduce(smooth, reduction)
+    return nll * (1 - label_smoothing) + ret * (label_smoothing / C)
+
+
+def _check_same_size(input: Tensor, target: Tensor) -> None:
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({_size_repr(target.shape)}) that is different to the input size "
+                         f"({_size_repr(input.shape)}) is deprecated. Please ensure they have the same size.")
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """``-(y log x + (1 - y) log(1 - x))`` with logs clamped at -100, as PyTorch."""
+    _check_same_size(input, target)
+    loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                                     reduction: str = "mean", pos_weight=None) -> Tensor:
+    """``binary_cross_entropy(sigmoid(input), target)`` computed stably; ``pos_weight`` scales positives."""
+    _check_same_size(input, target)
+    log_sig_neg = (-input.abs()).exp().log1p() + (-input).relu()  # -log(sigmoid(x))
+    if pos_weight is not None:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * log_sig_neg
+    else:
+        loss = (1 - target) * input + log_sig_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """KL(target || exp(input)) pointwise; ``reduction='batchmean'`` divides the sum by the batch size."""
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        pos = target > 0
+        safe = _ew.where(pos, target, 1.0)
+        loss = _ew.where(pos, target * safe.log(), 0.0) - target * input
+    reduction = _reduction(size_average, reduce, reduction)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.dim() else 1)
+    return _reduce(loss, reduction)

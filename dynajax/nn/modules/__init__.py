@@ -1,0 +1,1 @@
+"""Layer modules of ``dynajax.nn``."""
