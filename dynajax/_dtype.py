@@ -100,6 +100,7 @@ def set_default_dtype(d) -> None:
     if not d.is_floating_point:
         raise TypeError(f"only floating-point types are supported as the default type, got {d}")
     _default_float = d
+    _PAIR_RESULT.clear()
 
 
 def get_default_dtype() -> dtype:
@@ -187,6 +188,28 @@ def result_type(*args) -> np.dtype:
             groups[prio] = d if groups[prio] is None else promote_types(groups[prio], d)
         r = _combine(groups[0], _combine(groups[1], groups[2]))
         _RESULT_CACHE[key] = r
+    return r
+
+
+_PAIR_RESULT: dict = {}
+
+
+def result_type2(a, b) -> np.dtype:
+    """``result_type(a, b)`` with a cache keyed on (dtype, is 0-d) or the Python scalar type."""
+    try:
+        va = a._value
+        ka = (va.dtype, va.ndim == 0)
+    except AttributeError:
+        ka = type(a)
+    try:
+        vb = b._value
+        kb = (vb.dtype, vb.ndim == 0)
+    except AttributeError:
+        kb = type(b)
+    key = (ka, kb)
+    r = _PAIR_RESULT.get(key)
+    if r is None:
+        r = _PAIR_RESULT[key] = result_type(a, b)
     return r
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype
 from .._tensor import Tensor, method
-from .registry import Op, apply, op
+from .registry import Op, apply, op, run
 from .views import assign, inplace
 
 __all__ = [
@@ -231,8 +231,15 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
     if rule is not None:
         o.defvjp(rule)
 
+    by_dtype = {}  # promoted dtype -> (params, jitted impl): the hot path skips the generic lookup
+
     def public(input, other, *, out=None) -> Tensor:
-        d = _dtype.result_type(input, other)
+        d = _dtype.result_type2(input, other)
+        if result == "promote" and out is None:
+            hit = by_dtype.get(d)
+            if hit is None:
+                hit = by_dtype[d] = ({"dtype": d}, o.jitted({"dtype": d}))
+            return run(o, hit[1], (input, other), hit[0])
         if result == "float" and not _dtype.is_float(d):
             d = _dtype.default_float_np()
         elif result == "int" and _dtype.is_float(d):
@@ -449,7 +456,7 @@ def _eq_op(fn):
 
 
 for _dunder, _fn in {
-    "__add__": add, "__sub__": sub, "__mul__": mul, "__truediv__": div, "__floordiv__": floor_divide,
+    "__add__": _add, "__sub__": _sub, "__mul__": mul, "__truediv__": div, "__floordiv__": floor_divide,
     "__mod__": remainder, "__pow__": pow, "__and__": bitwise_and, "__or__": bitwise_or,
     "__xor__": bitwise_xor, "__lshift__": bitwise_left_shift, "__rshift__": bitwise_right_shift,
     "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,

@@ -17,6 +17,8 @@ import re
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.graph import Node
@@ -87,7 +89,7 @@ class Op:
         return s[i] if i < len(s) else self._saves_rest
 
     def jitted(self, params: dict):
-        key = tuple(params.items()) if params else ()
+        key = tuple(params.items())
         fn = self._jit.get(key)
         if fn is None:
             fn = jax.jit(functools.partial(self.impl, **params)) if params else jax.jit(self.impl)
@@ -116,6 +118,11 @@ _hooks: list = []  # capture / lowering interceptors: f(op, args, params) -> res
 
 def apply(op: Op, *args, **params):
     """Run ``op`` on Tensors / Python scalars, recording a Node when a gradient is needed."""
+    return run(op, None, args, params)
+
+
+def run(op: Op, fn, args: tuple, params: dict):
+    """``apply`` with the jitted impl ``fn`` already looked up (None: look it up here)."""
     if _hooks:
         for h in _hooks:
             r = h(op, args, params)
@@ -129,14 +136,16 @@ def apply(op: Op, *args, **params):
             if a._base is not None:
                 a._sync()
             vals.append(a._value)
-            if a.requires_grad:
+            if a._rg:
                 needs_grad = True
         else:
             vals.append(a)
     if op.check is not None:
         op.check(*args, **params)
+    if fn is None:
+        fn = op.jitted(params)
     try:
-        out = op.jitted(params)(*vals)
+        out = fn(*vals)
     except Exception as exc:
         if op.error is not None:
             op.error(exc, *args, **params)
@@ -151,6 +160,8 @@ def apply(op: Op, *args, **params):
 def _record(op: Op, args: tuple, params: dict, out):
     T = _Tensor
     edges, saved, consts, in_meta = [], [], [], []
+    saves, rest = op._saves, op._saves_rest
+    nsaves = len(saves)
     for i, a in enumerate(args):
         if isinstance(a, T):
             v = a._value
@@ -162,21 +173,25 @@ def _record(op: Op, args: tuple, params: dict, out):
             else:
                 edges.append(None)
                 consts.append(v)  # kept so the graph can be lowered (engine 2)
-            saved.append((a, a._vc[0]) if op.saves(i) else None)
+            saved.append((a, a._vc[0]) if (saves[i] if i < nsaves else rest) else None)
         else:
             in_meta.append(None)
             edges.append(None)
             consts.append(None)
             saved.append(a)
     vc = [0, 0]
-    outs = (out,) if op.nout == 1 else tuple(out)
-    out_meta = tuple((o.shape, o.dtype) for o in outs)
+    if op.nout == 1:
+        dt = out.dtype
+        node = Node(op, params, tuple(edges), tuple(saved), tuple(consts), tuple(in_meta),
+                    (out, vc, 0) if op.saves_out else None, ((out.shape, dt),))
+        if dt.kind in "fc" or dt == _BF16:
+            return T._make(out, True, node, 0, vc)
+        return T._make(out)
+    outs = tuple(out)
     node = Node(op, params, tuple(edges), tuple(saved), tuple(consts), tuple(in_meta),
-                (out, vc, 0) if op.saves_out else None, out_meta)
-    results = []
-    for i, o in enumerate(outs):
-        if o.dtype.kind in "fc" or o.dtype.name == "bfloat16":
-            results.append(T._make(o, True, node, i, vc))
-        else:
-            results.append(T._make(o))
-    return results[0] if op.nout == 1 else tuple(results)
+                (out, vc, 0) if op.saves_out else None, tuple((o.shape, o.dtype) for o in outs))
+    return tuple(T._make(o, True, node, i, vc) if (o.dtype.kind in "fc" or o.dtype == _BF16) else T._make(o)
+                 for i, o in enumerate(outs))
+
+
+_BF16 = np.dtype(jnp.bfloat16)

@@ -1,0 +1,65 @@
+"""Per-op dispatch cost of dynajax eager vs a jitted single-op JAX call and PyTorch eager.
+
+Prints, side by side in one process, the median per-call time of an 8x8 float32
+add and matmul, with and without requires_grad, and the ratios the core issue
+targets: dynajax eager / jitted JAX <= 1.5 without grad, <= 2 with grad recording.
+
+    python benchmarks/op_overhead.py [--repeat 7] [--number 2000]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import timeit
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dynajax as dj
+
+
+def per_call_us(fn, number: int, repeat: int) -> float:
+    fn()
+    return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--number", type=int, default=2000)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+
+    a_np = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
+    ja = jnp.asarray(a_np)
+    jit_add, jit_mm = jax.jit(jnp.add), jax.jit(jnp.matmul)
+    da, dg = dj.tensor(a_np), dj.tensor(a_np, requires_grad=True)
+    rows = []
+    for name, jf, df in (("add", jit_add, lambda x: x + x), ("matmul", jit_mm, lambda x: x @ x)):
+        if name == "matmul" and not hasattr(dj.Tensor, "__matmul__"):
+            continue
+        t_jax = per_call_us(lambda: jf(ja, ja), args.number, args.repeat)
+        t_dj = per_call_us(lambda: df(da), args.number, args.repeat)
+        t_djg = per_call_us(lambda: df(dg), args.number, args.repeat)
+        t_pt = t_ptg = float("nan")
+        if torch is not None:
+            ta, tg = torch.from_numpy(a_np), torch.from_numpy(a_np).requires_grad_()
+            t_pt = per_call_us(lambda: df(ta), args.number, args.repeat)
+            t_ptg = per_call_us(lambda: df(tg), args.number, args.repeat)
+        rows.append((name, t_jax, t_dj, t_djg, t_pt, t_ptg))
+
+    print(f"8x8 float32, median of {args.repeat} x {args.number} calls, microseconds per call")
+    print(f"{'op':8} {'jax.jit':>8} {'dj eager':>9} {'dj +grad':>9} {'torch':>7} {'torch+grad':>10} "
+          f"{'dj/jit':>7} {'dj+g/jit':>9} {'dj/torch':>9} {'dj+g/torch+g':>13}")
+    for name, tj, td, tg, tp, tpg in rows:
+        print(f"{name:8} {tj:8.2f} {td:9.2f} {tg:9.2f} {tp:7.2f} {tpg:10.2f} {td / tj:7.2f} {tg / tj:9.2f} "
+              f"{td / tp:9.2f} {tg / tpg:13.2f}")
+    print("targets: dj/jit <= 1.5, dj+g/jit <= 2.0")
+
+
+if __name__ == "__main__":
+    main()
