@@ -174,3 +174,13 @@ def gradcheck(fn, *inputs, order: int = 1, eps: float = 1e-6, rtol: float = 1e-5
             return dj.autograd.grad(p, [ts[i] for i in diff], allow_unused=True)
 
         check(gval, ggrad, "second order")
+
+
+def raises_like_torch(fn, exc, msg: str) -> None:
+    """``fn(torch)`` and ``fn(dynajax)`` both raise ``exc`` with ``msg`` in the message."""
+    if torch is None:
+        pytest.skip("PyTorch oracle not installed")
+    for m in (torch, dj):
+        with pytest.raises(exc) as info:
+            fn(m)
+        assert msg in str(info.value), f"{m.__name__} says: {info.value}"
