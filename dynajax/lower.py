@@ -340,7 +340,7 @@ class _Tracer:
         self.busy = False
         self.by_array: dict = {}    # id(array) -> (array, Var); the array is kept alive so ids stay unique
         self.known: dict = {}       # id(tensor) -> tensor whose value the trace has seen
-        self.born: weakref.WeakSet = weakref.WeakSet()
+        self.born: dict = {}        # id(tensor) -> weakref, for tensors created while tracing
         self.eqns: list[Eqn] = []
         self.stopped: dict = {}     # id(Var) -> its stop_gradient Var
         self.params: list = []      # (Var, Tensor)
@@ -370,7 +370,7 @@ class _Tracer:
                 f"lowering: a tensor of shape {list(a._value.shape)} was changed outside dynajax ops (a random "
                 "fill or a write through .data / a detached view) after the trace had used it; lowering would "
                 "mix its old and new values. Do that write with a recorded op or before lowering.")
-        elif a in self.born:
+        elif self.born.get(id(a), _dead)() is a:
             v = Var(self.fresh("c"), a._value.shape, a._value.dtype, "const", value=a._value, where=_user_frame())
             self.bind(a, v)
         else:
@@ -449,9 +449,13 @@ class _Tracer:
         return res
 
 
-def _recording_init(orig, born):
+def _dead():
+    return None
+
+
+def _recording_init(orig, born: dict):
     def _init(t, *a, **k):
-        born.add(t)
+        born[id(t)] = weakref.ref(t)
         return orig(t, *a, **k)
     return _init
 
@@ -621,13 +625,14 @@ def lower_graph(outputs, inputs=None, allow_unused: bool = False) -> Lowered:
     """
     single_out = isinstance(outputs, Tensor)
     outs_t = [outputs] if single_out else list(outputs)
-    single_in = isinstance(inputs, Tensor)
-    inputs = [] if inputs is None else [inputs] if single_in else list(inputs)
     roots = []
     for o in outs_t:
         if o._base is not None:
             o._sync()
         roots.append((o.grad_fn, o._out_idx) if o.grad_fn is not None else (o, -1))
+    if inputs is None:
+        inputs = _graph_leaves(roots)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     key_to_var: dict = {}
     in_vars = []
     for i, t in enumerate(inputs):
@@ -701,6 +706,21 @@ def _check_version(node, i: int) -> None:
         t = s[0]
         raise RuntimeError(f"lower_graph: input {i} of {node.name()} [{t.dtype!r} {list(t.shape)}] was modified by "
                            f"an inplace operation after it was recorded (version {t._vc[0]}, recorded {s[1]})")
+
+
+def _graph_leaves(roots: Sequence) -> list:
+    """Leaf tensors requiring grad that the graph reaches, in order of first use."""
+    leaves, seen = [], set()
+    for fn, idx in roots:
+        if idx < 0 and id(fn) not in seen:
+            seen.add(id(fn))
+            leaves.append(fn)
+    for n in _graph_nodes(roots, {}):
+        for e in n.edges:
+            if e is not None and e[1] < 0 and id(e[0]) not in seen:
+                seen.add(id(e[0]))
+                leaves.append(e[0])
+    return leaves
 
 
 def _graph_nodes(roots: Sequence, stop: dict) -> list:

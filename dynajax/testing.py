@@ -74,8 +74,8 @@ def assert_close(actual, expected, *, rtol: float | None = None, atol: float | N
     with np.errstate(invalid="ignore", divide="ignore"):
         diff = np.abs(a.astype(np.complex128) - e.astype(np.complex128)).real
         rel = diff / np.abs(e.astype(np.complex128))
-    ia, ir = np.unravel_index(np.nanargmax(np.where(bad, diff, -1)), a.shape), \
-        np.unravel_index(np.nanargmax(np.where(bad, rel, -1)), a.shape)
+    ia = np.unravel_index(np.argmax(np.where(bad, np.nan_to_num(diff, nan=np.inf), -1)), a.shape)
+    ir = np.unravel_index(np.argmax(np.where(bad, np.nan_to_num(rel, nan=np.inf), -1)), a.shape)
     raise AssertionError(
         f"{prefix}Tensor-likes are not close!\n\nMismatched elements: {int(bad.sum())} / {a.size} "
         f"({100 * bad.sum() / max(a.size, 1):.1f}%)\nGreatest absolute difference: {diff[ia]} at index "
