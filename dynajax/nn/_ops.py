@@ -173,8 +173,8 @@ def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
         hi = (out - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 - L - padding[i]
         pads.append((padding[i], max(hi, 0)))
     lead = (1,) * (x.ndim - nd)
-    init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-    return jax.lax.reduce_window(x, jnp.asarray(init, x.dtype), jax.lax.max, lead + kernel, lead + stride, pads,
+    init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    return jax.lax.reduce_window(x, np.array(init, x.dtype), jax.lax.max, lead + kernel, lead + stride, pads,
                                  window_dilation=lead + dilation)
 
 

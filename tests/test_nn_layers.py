@@ -1,0 +1,179 @@
+"""Layers against torch.nn: same weights (state_dict round trip), same forward, same gradients."""
+import numpy as np
+import pytest
+import torch
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+from helpers import assert_close, compare, gradcheck
+
+RNG = np.random.default_rng(0)
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def check_module(m, t, *inputs, train=True, atol=None, rtol=None):
+    """Copy ``t``'s state into ``m``; compare outputs, input grads, parameter grads and state."""
+    assert list(m.state_dict()) == list(t.state_dict())
+    m.load_state_dict(t.state_dict())
+    m.train(train)
+    t.train(train)
+    xd = [dj.tensor(a, requires_grad=a.dtype.kind == "f") for a in inputs]
+    xt = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in inputs]
+    od, ot = m(*xd), t(*xt)
+    od, ot = (od, ot) if isinstance(od, tuple) else ((od,), (ot,))
+    flat_d, flat_t = [], []
+    for a, b in zip(od, ot):
+        if isinstance(a, tuple):
+            flat_d += list(a)
+            flat_t += list(b)
+        else:
+            flat_d.append(a)
+            flat_t.append(b)
+    for i, (a, b) in enumerate(zip(flat_d, flat_t)):
+        assert_close(a, b, rtol, atol, msg=f"output {i}")
+    ws = [randn(*b.shape) for b in flat_t]
+    sum(((a * dj.tensor(w)).sum() for a, w in zip(flat_d, ws))).backward()
+    sum(((b * torch.tensor(w)).sum() for b, w in zip(flat_t, ws))).backward()
+    for a, b in zip(xd, xt):
+        if b.grad is not None:
+            assert_close(a.grad, b.grad, rtol, atol, msg="input grad")
+    for (n, p), (_, q) in zip(m.named_parameters(), t.named_parameters()):
+        assert_close(p.grad, q.grad, rtol, atol, msg=f"grad {n}")
+    for (n, p), (_, q) in zip(m.state_dict().items(), t.state_dict().items()):
+        assert_close(p, q, rtol, atol, msg=f"state {n}")
+    assert repr(m) == repr(t)
+
+
+@pytest.mark.parametrize("make", [
+    lambda nn: nn.Linear(6, 3),
+    lambda nn: nn.Linear(6, 3, bias=False),
+    lambda nn: nn.Conv2d(3, 4, 3, stride=2, padding=1),
+    lambda nn: nn.Conv2d(3, 6, (3, 2), padding="same", dilation=2, groups=3, bias=False),
+    lambda nn: nn.Conv2d(3, 2, 3, padding=1, padding_mode="reflect"),
+    lambda nn: nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
+    lambda nn: nn.MaxPool2d(2),
+    lambda nn: nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True),
+    lambda nn: nn.AvgPool2d(3, stride=2, padding=1),
+    lambda nn: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    lambda nn: nn.AdaptiveAvgPool2d((2, 3)),
+    lambda nn: nn.BatchNorm2d(3),
+    lambda nn: nn.GroupNorm(1, 3),
+    lambda nn: nn.LayerNorm([5, 6]),
+    lambda nn: nn.Upsample(scale_factor=2, mode="nearest"),
+    lambda nn: nn.Upsample(size=(7, 9), mode="bilinear", align_corners=False),
+    lambda nn: nn.Upsample(scale_factor=1.5, mode="bilinear", align_corners=True),
+    lambda nn: nn.Flatten(),
+], ids=lambda f: "")
+def test_image_layers(make):
+    check_module(make(nn), make(torch.nn), randn(2, 3, 5, 6))
+
+
+def test_conv1d_batchnorm1d_unbatched_conv():
+    check_module(nn.Conv1d(3, 4, 3, padding=2, dilation=2), torch.nn.Conv1d(3, 4, 3, padding=2, dilation=2),
+                 randn(2, 3, 7))
+    check_module(nn.BatchNorm1d(4), torch.nn.BatchNorm1d(4), randn(6, 4))
+    check_module(nn.Conv2d(3, 2, 3), torch.nn.Conv2d(3, 2, 3), randn(3, 5, 5))
+
+
+def test_batchnorm_eval_and_running_stats():
+    m, t = nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    for _ in range(2):
+        check_module(m, t, randn(4, 3, 2, 2))
+    check_module(m, t, randn(4, 3, 2, 2), train=False)
+    assert int(m.num_batches_tracked) == int(t.num_batches_tracked)
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        nn.BatchNorm1d(3)(dj.randn(1, 3))
+    with pytest.raises(ValueError, match="expected 4D input"):
+        nn.BatchNorm2d(3)(dj.randn(2, 3))
+
+
+def test_embedding_and_bilinear():
+    idx = np.array([[1, 0, 3], [2, 2, 0]])
+    check_module(nn.Embedding(5, 3, padding_idx=0), torch.nn.Embedding(5, 3, padding_idx=0), idx)
+    check_module(nn.Bilinear(3, 4, 2), torch.nn.Bilinear(3, 4, 2), randn(5, 3), randn(5, 4))
+
+
+@pytest.mark.parametrize("name,args", [
+    ("ReLU", ()), ("LeakyReLU", (0.2,)), ("GELU", ()), ("GELU", ("tanh",)), ("SiLU", ()), ("Tanh", ()),
+    ("Sigmoid", ()), ("Softmax", (1,)), ("LogSoftmax", (-1,)), ("ELU", (0.5,)), ("Softplus", (2.0, 1.0)),
+    ("ReLU6", ()), ("Hardtanh", ()), ("Mish", ()), ("SELU", ()), ("LogSigmoid", ()), ("Hardswish", ()),
+    ("Softsign", ()), ("PReLU", ()), ("GLU", ()),
+])
+def test_activations(name, args):
+    check_module(getattr(nn, name)(*args), getattr(torch.nn, name)(*args), randn(3, 4) * 3)
+
+
+def test_activation_double_backward():
+    for f, g in [(F.gelu, torch.nn.functional.gelu), (F.softplus, torch.nn.functional.softplus),
+                 (lambda x: F.log_softmax(x, 1), lambda x: torch.log_softmax(x, 1)),
+                 (lambda x: F.softmax(x, 0), lambda x: torch.softmax(x, 0))]:
+        compare(f, g, randn(3, 4).astype(np.float64), double=True)
+
+
+def test_fused_ops_gradcheck_second_order():
+    x, w = RNG.standard_normal((2, 2, 5, 5)), RNG.standard_normal((3, 2, 3, 3))
+    gradcheck(lambda x, w: F.conv2d(x, w, stride=2, padding=1), x, w, order=2)
+    gradcheck(lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), stride=2), x, w, order=2)
+    gradcheck(lambda x: F.max_pool2d(x, 2), x, order=2)
+    gradcheck(lambda x: F.avg_pool2d(x, 3, 2, 1), x, order=2)
+    gradcheck(lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), x, order=2)
+    gradcheck(lambda x, w: F.linear(x, w.reshape(-1)[:20].reshape(4, 5)), x, w, order=2)
+    gradcheck(lambda w: F.embedding(dj.tensor([[0, 2], [1, 1]]), w.reshape(6, -1)), w, order=2)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad(mode):
+    compare(lambda x: F.pad(x, (1, 2, 0, 1), mode=mode), lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1), mode=mode),
+            randn(1, 2, 3, 4))
+    if mode == "constant":
+        compare(lambda x: F.pad(x, (1, -1), value=2.5), lambda x: torch.nn.functional.pad(x, (1, -1), value=2.5),
+                randn(2, 3))
+
+
+def test_dropout_statistics_and_reproducibility():
+    x = dj.ones(2000)
+    dj.manual_seed(1)
+    a = F.dropout(x, 0.25)
+    dj.manual_seed(1)
+    b = nn.Dropout(0.25)(x)
+    assert_close(a, b)
+    kept = float((a != 0).float().mean())
+    assert 0.7 < kept < 0.8
+    assert_close(a.sum() / kept / 2000, dj.tensor(1.0 / 0.75), rtol=1e-5)
+    d = nn.Dropout(0.5).eval()
+    assert d(x) is x
+    m = F.dropout2d(dj.ones(4, 8, 3, 3), 0.5)
+    per = m.reshape(4, 8, 9)
+    assert bool(((per == per[..., :1]).all()))
+    with pytest.raises(ValueError, match="dropout probability"):
+        nn.Dropout(1.5)
+
+
+def test_misc_functional():
+    compare(lambda x: F.normalize(x, dim=1), lambda x: torch.nn.functional.normalize(x, dim=1), randn(3, 4))
+    compare(lambda a, b: F.cosine_similarity(a, b), lambda a, b: torch.nn.functional.cosine_similarity(a, b),
+            randn(3, 4), randn(3, 4))
+    compare(lambda a, b: F.pairwise_distance(a, b), lambda a, b: torch.nn.functional.pairwise_distance(a, b),
+            randn(3, 4), randn(3, 4))
+    compare(lambda x: F.pixel_shuffle(x, 2), lambda x: torch.nn.functional.pixel_shuffle(x, 2), randn(1, 8, 2, 3))
+    compare(lambda x: F.interpolate(x, scale_factor=2, mode="linear"),
+            lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode="linear"), randn(1, 2, 5))
+    compare(lambda x: F.interpolate(x, size=(3, 4), mode="area"),
+            lambda x: torch.nn.functional.interpolate(x, size=(3, 4), mode="area"), randn(1, 2, 7, 9))
+    oh = F.one_hot(dj.tensor([0, 2, 1]), 4)
+    assert_close(oh, torch.nn.functional.one_hot(torch.tensor([0, 2, 1]), 4))
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        F.one_hot(dj.tensor([5]), 3)
+
+
+def test_layer_errors():
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+        nn.Linear(3, 2)(dj.zeros(4, 5))
+    with pytest.raises(RuntimeError, match="expected input.*to have 3 channels, but got 4"):
+        nn.Conv2d(3, 2, 3)(dj.zeros(1, 4, 5, 5))
+    with pytest.raises(RuntimeError, match="Padding size should be less than"):
+        F.pad(dj.zeros(1, 2, 3), (3, 3), mode="reflect")
