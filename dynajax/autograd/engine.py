@@ -13,6 +13,8 @@ _anomaly = {"enabled": False}
 
 def _tensor_cls():
     from .._tensor import Tensor
+    global _tensor_cls
+    _tensor_cls = lambda: Tensor  # noqa: E731  (resolved once; avoids an import cycle at load time)
     return Tensor
 
 
@@ -211,9 +213,14 @@ def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
     else:
         g = tuple(gs[i] if gs[i] is not None else zeros(node.out_meta[i][0], dtype=_np_to_dj(node.out_meta[i][1]))
                   for i in range(len(gs)))
-    res = node.op.rule(g, out, *inputs, **node.params)
-    if not isinstance(res, tuple):
-        res = (res,)
+    per_input = getattr(node.op, "per_input", None)
+    if per_input is not None:  # only the cotangents that some edge needs
+        res = tuple(r(g, out, *inputs, **node.params) if r is not None and e is not None else None
+                    for r, e in zip(per_input, node.edges))
+    else:
+        res = node.op.rule(g, out, *inputs, **node.params)
+        if not isinstance(res, tuple):
+            res = (res,)
     if not retain_graph and (node.out_saved is not None or any(isinstance(s, tuple) for s in node.saved)):
         node.freed = True
         node.saved = tuple(None if isinstance(s, tuple) else s for s in node.saved)

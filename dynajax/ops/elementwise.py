@@ -229,7 +229,7 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
     """
     o = op(name, error=broadcast_error)(lambda x, y, *, dtype: impl(_cast(x, dtype), _cast(y, dtype)))
     if rule is not None:
-        o.defvjp(rule)
+        o.defvjp(*rule) if isinstance(rule, tuple) else o.defvjp(rule)
 
     by_dtype = {}  # promoted dtype -> (params, jitted impl): the hot path skips the generic lookup
 
@@ -276,10 +276,12 @@ def _min_rule(g, out, x, y, **_):
             where(y < x, g, where(x == y, tie, 0.0)) if _is_t(y) else None)
 
 
-_add = binary("add", jnp.add, lambda g, out, x, y, **_: (g, g), method_name="_add")
-_sub = binary("sub", jnp.subtract, lambda g, out, x, y, **_: (g, -g), method_name="_sub")
-mul = binary("mul", jnp.multiply, lambda g, out, x, y, **_: (g * y, g * x))
-_true_div = binary("div", jnp.true_divide, lambda g, out, x, y, **_: (g / y, -g * x / (y * y)), "float",
+_add = binary("add", jnp.add, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: g), method_name="_add")
+_sub = binary("sub", jnp.subtract, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: -g),
+              method_name="_sub")
+mul = binary("mul", jnp.multiply, (lambda g, out, x, y, **_: g * y, lambda g, out, x, y, **_: g * x))
+_true_div = binary("div", jnp.true_divide,
+                   (lambda g, out, x, y, **_: g / y, lambda g, out, x, y, **_: -g * x / (y * y)), "float",
                    method_name="_div")
 floor_divide = binary("floor_divide", jnp.floor_divide, lambda g, out, x, y, **_: (g * 0, g * 0))
 _trunc_div = binary("div_trunc", lambda a, b: jnp.trunc(a / b).astype(a.dtype) if a.dtype.kind == "f"

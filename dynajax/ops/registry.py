@@ -45,7 +45,7 @@ def _loaded_names(code) -> set:
 class Op:
     """One registered op. Create with :func:`op`; attach its VJP with ``@the_op.defvjp``."""
 
-    __slots__ = ("name", "impl", "rule", "nout", "check", "error", "backward_name",
+    __slots__ = ("name", "impl", "rule", "per_input", "nout", "check", "error", "backward_name",
                  "_saves", "_saves_rest", "saves_out", "_jit", "differentiable")
 
     def __init__(self, name: str, impl: Callable, nout: int = 1, check=None, error=None,
@@ -56,6 +56,7 @@ class Op:
         self.check = check          # check(*args, **params): raises PyTorch's error before impl
         self.error = error          # error(exc, *args, **params): explains an impl failure
         self.rule = None
+        self.per_input = None
         self._saves = ()
         self._saves_rest = False
         self.saves_out = False
@@ -67,22 +68,37 @@ class Op:
     def __repr__(self) -> str:
         return f"<dynajax op {self.name}>"
 
-    def defvjp(self, rule: Callable) -> Callable:
-        """Register ``rule(g, out, *inputs, **params) -> tuple of input cotangents``.
+    def defvjp(self, *rules: Callable) -> Callable:
+        """Register ``rule(g, out, *inputs, **params) -> tuple of input cotangents``,
+        or one rule per input (each returning that input's cotangent, None for no rule),
+        so that the engine computes only the cotangents some input needs.
 
-        Only the inputs (and ``out``) that the rule's body reads are saved for
+        Only the inputs (and ``out``) that the rules' bodies read are saved for
         backward, so only those are checked for later in-place modification.
         """
+        if len(rules) == 1:
+            rule = rules[0]
+            self.per_input = None
+        else:
+            self.per_input = rules
+
+            def rule(g, out, *args, **params):
+                return tuple(r(g, out, *args, **params) if r is not None else None for r in rules)
         self.rule = rule
         self.differentiable = True
-        code = rule.__code__
-        used = _loaded_names(code)
-        positional = code.co_varnames[:code.co_argcount]
+        used, positional, varargs = set(), (), None
+        for r in rules:
+            if r is None:
+                continue
+            code = r.__code__
+            used |= _loaded_names(code)
+            positional = code.co_varnames[:code.co_argcount]
+            if code.co_flags & 0x04:  # *varargs
+                varargs = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
         self.saves_out = len(positional) > 1 and positional[1] in used
         self._saves = tuple(n in used for n in positional[2:])
-        if code.co_flags & 0x04:  # *varargs
-            self._saves_rest = code.co_varnames[code.co_argcount + code.co_kwonlyargcount] in used
-        return rule
+        self._saves_rest = varargs is not None and varargs in used
+        return rules[0]
 
     def saves(self, i: int) -> bool:
         s = self._saves
