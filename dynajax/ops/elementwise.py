@@ -87,9 +87,19 @@ def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool =
     if rule is not None:
         o.defvjp(rule)
 
+    by_dtype = {}  # input dtype -> (params, jitted impl): the hot path skips the generic lookup
+
     def public(input: Tensor, *, out=None) -> Tensor:
-        r = apply(o, input, dtype=_float_np(input)) if to_float else apply(o, input)
-        return with_out(r, out)
+        if to_float:
+            d = input._value.dtype
+            hit = by_dtype.get(d)
+            if hit is None:
+                p = {"dtype": _float_np(input)}
+                hit = by_dtype[d] = (p, o.jitted(p))
+            r = run(o, hit[1], (input,), hit[0])
+        else:
+            r = apply(o, input)
+        return r if out is None else with_out(r, out)
     public.__name__ = name
     public.__qualname__ = name
     public.__doc__ = f"Elementwise ``{name}`` of ``input``, as ``torch.{name}``."
