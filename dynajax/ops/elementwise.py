@@ -91,7 +91,7 @@ def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool =
 
     def public(input: Tensor, *, out=None) -> Tensor:
         if to_float:
-            d = input._value.dtype
+            d = (input._value.dtype, _dtype._default_float)  # ints map to the default float dtype
             hit = by_dtype.get(d)
             if hit is None:
                 p = {"dtype": _float_np(input)}
