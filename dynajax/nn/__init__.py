@@ -71,3 +71,15 @@ from .modules.loss import BCEWithLogitsLoss as BCEWithLogitsLoss
 from .modules.loss import KLDivLoss as KLDivLoss
 from .modules.loss import CosineSimilarity as CosineSimilarity
 from .modules.loss import PairwiseDistance as PairwiseDistance
+from .modules.rnn import RNNBase as RNNBase
+from .modules.rnn import RNN as RNN
+from .modules.rnn import LSTM as LSTM
+from .modules.rnn import GRU as GRU
+from .modules.rnn import RNNCell as RNNCell
+from .modules.rnn import LSTMCell as LSTMCell
+from .modules.rnn import GRUCell as GRUCell
+from .modules.transformer import MultiheadAttention as MultiheadAttention
+from .modules.transformer import TransformerEncoderLayer as TransformerEncoderLayer
+from .modules.transformer import TransformerDecoderLayer as TransformerDecoderLayer
+from .modules.transformer import TransformerEncoder as TransformerEncoder
+from .modules.transformer import TransformerDecoder as TransformerDecoder

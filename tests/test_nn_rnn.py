@@ -1,0 +1,94 @@
+"""Recurrent and attention layers against torch.nn (same weights, outputs, gradients)."""
+import numpy as np
+import pytest
+import torch
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+from helpers import assert_close, compare
+from test_nn_layers import check_module, randn
+
+
+@pytest.mark.parametrize("name", ["RNN", "LSTM", "GRU"])
+def test_recurrent_layers(name):
+    kw = dict(num_layers=2, bidirectional=True, batch_first=True)
+    check_module(getattr(nn, name)(3, 4, **kw), getattr(torch.nn, name)(3, 4, **kw), randn(2, 5, 3), atol=1e-5)
+
+
+def test_lstm_initial_state_unbatched_and_cells():
+    m, t = nn.LSTM(3, 4), torch.nn.LSTM(3, 4)
+    m.load_state_dict(t.state_dict())
+    x, h, c = randn(5, 3), randn(1, 4), randn(1, 4)
+    od, (hd, cd) = m(dj.tensor(x), (dj.tensor(h), dj.tensor(c)))
+    ot, (ht, ct) = t(torch.tensor(x), (torch.tensor(h), torch.tensor(c)))
+    assert_close(od, ot, atol=1e-6)
+    assert_close(hd, ht, atol=1e-6)
+    assert_close(cd, ct, atol=1e-6)
+    for name in ["RNNCell", "LSTMCell", "GRUCell"]:
+        check_module(getattr(nn, name)(3, 4), getattr(torch.nn, name)(3, 4), randn(2, 3))
+    check_module(nn.RNN(3, 4, nonlinearity="relu", bias=False), torch.nn.RNN(3, 4, nonlinearity="relu", bias=False),
+                 randn(4, 2, 3))
+    with pytest.raises(RuntimeError, match="Expected hidden size"):
+        nn.GRU(3, 4)(dj.zeros(5, 2, 3), dj.zeros(1, 3, 4))
+
+
+def test_rnn_dropout_between_layers_train_only():
+    m = nn.GRU(3, 4, num_layers=2, dropout=0.5)
+    x = dj.randn(3, 2, 3)
+    m.eval()
+    a, b = m(x)[0], m(x)[0]
+    assert_close(a, b)
+
+
+def test_multihead_attention():
+    for kw in [dict(), dict(batch_first=True)]:
+        m, t = nn.MultiheadAttention(8, 2, **kw), torch.nn.MultiheadAttention(8, 2, **kw)
+        assert list(m.state_dict()) == list(t.state_dict())
+        m.load_state_dict(t.state_dict())
+        q, k = randn(3, 2, 8), randn(4, 2, 8)
+        if kw:
+            q, k = q.transpose(1, 0, 2).copy(), k.transpose(1, 0, 2).copy()
+        kpm = np.array([[False, False, True, False], [False, False, False, False]])
+        od, wd = m(dj.tensor(q), dj.tensor(k), dj.tensor(k), key_padding_mask=dj.tensor(kpm))
+        ot, wt = t(torch.tensor(q), torch.tensor(k), torch.tensor(k), key_padding_mask=torch.tensor(kpm))
+        assert_close(od, ot, atol=1e-6)
+        assert_close(wd, wt, atol=1e-6)
+    m, t = nn.MultiheadAttention(8, 2), torch.nn.MultiheadAttention(8, 2)
+    m.load_state_dict(t.state_dict())
+    q = randn(3, 2, 8)
+    mask = np.triu(np.ones((3, 3), bool), 1)
+    od, _ = m(dj.tensor(q), dj.tensor(q), dj.tensor(q), attn_mask=dj.tensor(mask))
+    ot, _ = t(torch.tensor(q), torch.tensor(q), torch.tensor(q), attn_mask=torch.tensor(mask))
+    assert_close(od, ot, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer(norm_first):
+    kw = dict(dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=norm_first)
+    check_module(nn.TransformerEncoderLayer(8, 2, **kw), torch.nn.TransformerEncoderLayer(8, 2, **kw),
+                 randn(2, 3, 8), atol=1e-5)
+
+
+def test_transformer_stacks_state_dict_names():
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 2)
+    tenc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16), 2, enable_nested_tensor=False)
+    assert list(enc.state_dict()) == list(tenc.state_dict())
+    dec = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0)
+    tdec = torch.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0)
+    dec.load_state_dict(tdec.state_dict())
+    x, mem = randn(3, 2, 8), randn(4, 2, 8)
+    assert_close(dec(dj.tensor(x), dj.tensor(mem), tgt_is_causal=True,
+                     tgt_mask=dj.tensor(np.triu(np.ones((3, 3), bool), 1))),
+                 tdec(torch.tensor(x), torch.tensor(mem), tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(3),
+                      tgt_is_causal=True), atol=1e-5)
+
+
+def test_scaled_dot_product_attention():
+    compare(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+            randn(2, 3, 4), randn(2, 3, 4), randn(2, 3, 5), atol=1e-6)
+    mask = np.array([[True, False, True], [True, True, True]])
+    compare(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=dj.tensor(mask)),
+            lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(mask)),
+            randn(2, 2, 4), randn(2, 3, 4), randn(2, 3, 5), atol=1e-6)
