@@ -83,3 +83,4 @@ from .modules.transformer import TransformerEncoderLayer as TransformerEncoderLa
 from .modules.transformer import TransformerDecoderLayer as TransformerDecoderLayer
 from .modules.transformer import TransformerEncoder as TransformerEncoder
 from .modules.transformer import TransformerDecoder as TransformerDecoder
+from . import utils as utils

@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from .. import _dtype, random
+from .._capture import is_recorded
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
@@ -287,6 +288,8 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     from ..ops.registry import apply
     if tensor.dtype != _dtype.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes != -1 and is_recorded(tensor):  # dynajax.compile: no graph break for a bounds check
+        return apply(_ops.one_hot_op, tensor, num_classes=int(num_classes))
     v = np.asarray(tensor.detach()._value)
     if num_classes == -1:
         num_classes = int(v.max()) + 1 if v.size else 0
@@ -697,9 +700,9 @@ def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str
     if target.is_floating_point():
         raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
     C = logp.shape[1] if logp.dim() > 1 else logp.shape[0]
-    t = np.asarray(target.detach()._value)
-    bad = (t != ignore_index) & ((t < 0) | (t >= C))
-    if bad.any():
+    t = None if is_recorded(target) else np.asarray(target.detach()._value)  # compile: no graph break
+    bad = None if t is None else (t != ignore_index) & ((t < 0) | (t >= C))
+    if bad is not None and bad.any():
         raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
     valid = target != ignore_index
     oh = one_hot(_ew.where(valid, target, 0), C).to(logp.dtype)

@@ -1,0 +1,9 @@
+"""``dynajax.optim``: optimizers and ``lr_scheduler``, as ``torch.optim``."""
+from . import lr_scheduler as lr_scheduler
+from .algorithms import SGD as SGD
+from .algorithms import Adadelta as Adadelta
+from .algorithms import Adagrad as Adagrad
+from .algorithms import Adam as Adam
+from .algorithms import AdamW as AdamW
+from .algorithms import RMSprop as RMSprop
+from .optimizer import Optimizer as Optimizer

@@ -1,0 +1,197 @@
+"""Optimizers with PyTorch's update rules (single-tensor form): ``SGD``, ``Adam``, ``AdamW``,
+``RMSprop``, ``Adagrad``, ``Adadelta``."""
+from __future__ import annotations
+
+from .._tensor import Tensor
+from ..ops.creation import full_like, tensor, zeros_like
+from .optimizer import Optimizer, required, set_
+
+
+def _check(**values) -> None:
+    for name, (v, lo) in values.items():
+        if not v >= lo:
+            raise ValueError(f"Invalid {name}: {v}")
+
+
+def _decay(grad: Tensor, p: Tensor, wd: float) -> Tensor:
+    return grad + p * wd if wd else grad
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, dampening, Nesterov and weight decay."""
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False, foreach=None,
+                 differentiable: bool = False, fused=None) -> None:
+        if lr is not required:
+            _check(**{"learning rate": (lr, 0.0)})
+        _check(momentum=(momentum, 0.0), weight_decay=(weight_decay, 0.0))
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
+
+    def _update(self, p, grad, state, group) -> None:
+        grad = _decay(grad, p, group["weight_decay"])
+        mu = group["momentum"]
+        if mu:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = grad.clone().detach()
+            else:
+                set_(buf, buf * mu + grad * (1 - group["dampening"]))
+            grad = grad + buf * mu if group["nesterov"] else buf
+        p.add_(grad, alpha=-group["lr"])
+
+
+class Adam(Optimizer):
+    """Adam (optionally AMSGrad); ``weight_decay`` is L2 added to the gradient."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
+                 amsgrad: bool = False, *, foreach=None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None, decoupled_weight_decay: bool = False) -> None:
+        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0), "weight_decay value": (weight_decay, 0.0)})
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay or self._decoupled))
+
+    def _update(self, p, grad, state, group) -> None:
+        if not state:
+            state["step"] = tensor(0.0)
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        step = self._step(state)
+        b1, b2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        if group["decoupled_weight_decay"]:
+            if wd:
+                p.mul_(1 - lr * wd)
+        else:
+            grad = _decay(grad, p, wd)
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        set_(m, m + (grad - m) * (1 - b1))
+        set_(v, v * b2 + grad * grad * (1 - b2))
+        step_size = lr / (1 - b1 ** step)
+        bc2_sqrt = (1 - b2 ** step) ** 0.5
+        if group["amsgrad"]:
+            vmax = state["max_exp_avg_sq"]
+            set_(vmax, vmax.maximum(v))
+            v = vmax
+        denom = v.sqrt() / bc2_sqrt + group["eps"]
+        p.add_(m / denom, alpha=-step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay``), default ``weight_decay=1e-2``."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+                 amsgrad: bool = False, *, maximize: bool = False, foreach=None, capturable: bool = False,
+                 differentiable: bool = False, fused=None) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused)
+
+
+class RMSprop(Optimizer):
+    """RMSprop with optional momentum and centering."""
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
+                 momentum: float = 0, centered: bool = False, capturable: bool = False, foreach=None,
+                 maximize: bool = False, differentiable: bool = False) -> None:
+        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0), "momentum value": (momentum, 0.0),
+                  "weight_decay value": (weight_decay, 0.0), "alpha value": (alpha, 0.0)})
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                                      weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
+
+    def _update(self, p, grad, state, group) -> None:
+        if not state:
+            state["step"] = tensor(0.0)
+            state["square_avg"] = zeros_like(p)
+            if group["momentum"] > 0:
+                state["momentum_buffer"] = zeros_like(p)
+            if group["centered"]:
+                state["grad_avg"] = zeros_like(p)
+        self._step(state)
+        grad = _decay(grad, p, group["weight_decay"])
+        a = group["alpha"]
+        sq = state["square_avg"]
+        set_(sq, sq * a + grad * grad * (1 - a))
+        if group["centered"]:
+            ga = state["grad_avg"]
+            set_(ga, ga + (grad - ga) * (1 - a))
+            avg = (sq - ga * ga).sqrt()
+        else:
+            avg = sq.sqrt()
+        avg = avg + group["eps"]
+        if group["momentum"] > 0:
+            buf = state["momentum_buffer"]
+            set_(buf, buf * group["momentum"] + grad / avg)
+            p.add_(buf, alpha=-group["lr"])
+        else:
+            p.add_(grad / avg, alpha=-group["lr"])
+
+
+class Adagrad(Optimizer):
+    """Adagrad: per-element learning rates from the running sum of squared gradients."""
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *, maximize: bool = False,
+                 differentiable: bool = False, fused=None) -> None:
+        _check(**{"learning rate": (lr, 0.0), "lr_decay value": (lr_decay, 0.0),
+                  "weight_decay value": (weight_decay, 0.0),
+                  "initial_accumulator_value value": (initial_accumulator_value, 0.0), "epsilon value": (eps, 0.0)})
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, fused=fused))
+        for g in self.param_groups:
+            for p in g["params"]:
+                self.state[p]["step"] = tensor(0.0)
+                self.state[p]["sum"] = full_like(p, g["initial_accumulator_value"])
+
+    def _update(self, p, grad, state, group) -> None:
+        step = self._step(state)
+        grad = _decay(grad, p, group["weight_decay"])
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        s = state["sum"]
+        set_(s, s + grad * grad)
+        p.add_(grad / (s.sqrt() + group["eps"]), alpha=-clr)
+
+
+class Adadelta(Optimizer):
+    """Adadelta: step sizes from running averages of squared gradients and squared updates."""
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0,
+                 foreach=None, *, capturable: bool = False, maximize: bool = False,
+                 differentiable: bool = False) -> None:
+        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0),
+                  "weight_decay value": (weight_decay, 0.0)})
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      capturable=capturable, foreach=foreach, differentiable=differentiable))
+
+    def _update(self, p, grad, state, group) -> None:
+        if not state:
+            state["step"] = tensor(0.0)
+            state["square_avg"] = zeros_like(p)
+            state["acc_delta"] = zeros_like(p)
+        self._step(state)
+        grad = _decay(grad, p, group["weight_decay"])
+        rho, eps = group["rho"], group["eps"]
+        sq, acc = state["square_avg"], state["acc_delta"]
+        set_(sq, sq * rho + grad * grad * (1 - rho))
+        delta = (acc + eps).sqrt() / (sq + eps).sqrt() * grad
+        set_(acc, acc * rho + delta * delta * (1 - rho))
+        p.add_(delta, alpha=-group["lr"])

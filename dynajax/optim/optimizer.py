@@ -1,0 +1,174 @@
+"""``Optimizer``: parameter groups with per-group options, per-parameter state, and
+(de)serialization in PyTorch's layout. Updates run under ``no_grad`` and write
+parameters and state in place, so versions bump as in PyTorch."""
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+
+from .._tensor import Tensor, _make
+from ..autograd import grad_mode
+from ..ops.views import inplace
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+def set_(t: Tensor, value: Tensor) -> Tensor:
+    """Write ``value`` into ``t`` in place (no graph; bumps ``t``'s version)."""
+    return inplace(t, lambda a: value)
+
+
+class Optimizer:
+    """Base class: ``Optimizer(params_or_groups, defaults)``; subclasses implement ``_update``.
+
+    >>> opt = dynajax.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    >>> loss.backward(); opt.step(); opt.zero_grad()
+    """
+
+    def __init__(self, params, defaults: dict) -> None:
+        self.defaults = defaults
+        self.state: dict = defaultdict(dict)
+        self.param_groups: list = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def __repr__(self) -> str:
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}"
+            for k in sorted(group):
+                if k != "params":
+                    s += f"\n    {k}: {group[k]}"
+        return s + "\n)"
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters with its own options (missing options take the defaults)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group, params=params)
+        for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {k}")
+            group.setdefault(k, v)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params) or len({id(p) for p in params}) != len(params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized parameters (to None by default)."""
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad = p.grad.detach()
+                    with grad_mode.no_grad():
+                        p.grad.zero_()
+
+    @grad_mode.no_grad()
+    def step(self, closure=None):
+        """Update every parameter that has a gradient; ``closure`` re-evaluates and returns the loss."""
+        loss = None
+        if closure is not None:
+            with grad_mode.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.detach()
+                if group.get("maximize", False):
+                    g = -g
+                self._update(p, g, self.state[p], group)
+        return loss
+
+    def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _step(state: dict) -> float:
+        """Increment ``state['step']`` (a float32 tensor, as in PyTorch) and return its value."""
+        from ..ops.creation import tensor
+        if "step" not in state:
+            state["step"] = tensor(0.0)
+        state["step"].add_(1)
+        return float(state["step"].item())
+
+    # ---------------------------------------------------------------- state dict
+    def state_dict(self) -> dict:
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}`` as PyTorch."""
+        index, groups, i = {}, [], 0
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                if id(p) not in index:
+                    index[id(p)] = i
+                    i += 1
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore options and state saved by :meth:`state_dict` (state cast to each parameter's dtype)."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for g, s in zip(self.param_groups, groups):
+            if len(g["params"]) != len(s["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                                 "optimizer's group")
+        by_index = {}
+        for g, s in zip(self.param_groups, groups):
+            for p, i in zip(g["params"], s["params"]):
+                by_index[i] = p
+        self.state = defaultdict(dict)
+        for k, st in state_dict["state"].items():
+            p = by_index.get(int(k))
+            if p is None:
+                continue
+            self.state[p] = {name: _cast_state(v, p, name) for name, v in st.items()}
+        for g, s in zip(self.param_groups, groups):
+            g.update({k: copy.deepcopy(v) for k, v in s.items() if k != "params"})
+
+
+def _cast_state(v, p: Tensor, name: str):
+    from ..nn.parameter import _value_of
+    if isinstance(v, Tensor) or hasattr(v, "shape") and hasattr(v, "dtype"):
+        t = _make(_value_of(v))
+        if name != "step" and t.is_floating_point():
+            t = t.to(p.dtype)
+        return t.clone()
+    return copy.deepcopy(v)
