@@ -1,0 +1,2 @@
+"""``dynajax.utils``: ``data`` loading utilities, as ``torch.utils``."""
+from . import data as data
