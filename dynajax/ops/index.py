@@ -1,0 +1,726 @@
+"""Indexing: ``x[key]``, ``x[key] = v`` and the gather/scatter family (``gather``,
+``scatter*``, ``index_*``, ``masked_*``, ``nonzero``, ``take``, ``put_`` ...).
+
+A key is parsed once, as PyTorch does: ints, slices, ``None`` and ``...`` form a
+static *basic* key applied first (a view when that is all there is); index
+tensors, lists and masks then apply to the dims ``dims`` of that view with
+numpy's advanced-indexing rules. The index arrays are dynamic op arguments, so
+new index values reuse the compiled op. JAX clamps out-of-range indices, so
+bounds are checked on the host first (one min/max read), as PyTorch's CPU
+kernels do.
+
+>>> x = dynajax.arange(6.0).reshape(2, 3)
+>>> x[0, 1:], x[:, [2, 0]], x[x > 3]
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtype
+from .._tensor import Tensor, _make, _wrap_dim, method
+from .convert import cast
+from .creation import full, tensor
+from .elementwise import broadcast_error, export, where
+from .registry import apply, op
+from .shape import expand, reshape
+from .views import _broadcastable, inplace, make_view
+
+__all__ = [
+    "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add", "index_fill",
+    "index_copy", "index_put", "masked_fill", "masked_scatter", "masked_select", "nonzero", "argwhere",
+    "take", "take_along_dim", "narrow", "select", "put",
+]
+
+_FULL = (None, None, None)  # a whole-dim slice in a static basic key
+
+
+def _shape(x: Tensor) -> tuple:
+    return tuple(x._value.shape)
+
+
+def _val(t: Tensor):
+    if t._base is not None:
+        t._sync()
+    return t._value
+
+
+def _host(t: Tensor) -> np.ndarray:
+    return t.numpy(force=True)
+
+
+def _is_int(t: Tensor) -> bool:
+    return _dtype.is_integral(t._value.dtype)
+
+
+# ---------------------------------------------------------------- bounds
+def _concrete(v) -> bool:
+    return isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer)
+
+
+@jax.jit
+def _extrema_dev(vals):
+    return jnp.stack([jnp.stack([v.min(), v.max()]).astype(jnp.int64) for v in vals])
+
+
+def _extrema(vals: list) -> np.ndarray:
+    """``[[min, max], ...]`` of each array, in one host read."""
+    if all(d.platform == "cpu" for v in vals for d in v.devices()):
+        return np.array([[a.min(), a.max()] for a in map(np.asarray, vals)], np.int64)
+    return np.asarray(_extrema_dev(tuple(vals)))
+
+
+def check_bounds(indices, sizes, fail, negative: bool = True) -> None:
+    """Call ``fail(bad_index, k)`` for the first index tensor ``k`` with a value outside
+    ``[-size, size)`` (``[0, size)`` unless ``negative``)."""
+    todo = [(k, _val(t), s) for k, (t, s) in enumerate(zip(indices, sizes)) if t._value.size]
+    todo = [(k, v, s) for k, v, s in todo if _concrete(v)]  # under capture the values are unknown
+    if not todo:
+        return
+    for (k, _, s), (lo, hi) in zip(todo, _extrema([v for _, v, _ in todo])):
+        if hi >= s:
+            fail(int(hi), k)
+        if lo < (-s if negative else 0):
+            fail(int(lo), k)
+
+
+def _raise(exc, fmt: str):
+    """A ``fail`` callback for :func:`check_bounds` raising ``exc(fmt.format(i=bad_index))``."""
+    def fail(i, k):
+        raise exc(fmt.format(i=i))
+    return fail
+
+
+# ---------------------------------------------------------------- key parsing
+def _seq_as_tuple(seq) -> bool:
+    """PyTorch's (numpy's legacy) rule: a list holding slices, tensors or lists is a tuple of indices."""
+    if len(seq) >= 32:
+        return False
+    return any(isinstance(s, (Tensor, list, tuple, slice, np.ndarray)) or s is None or s is Ellipsis
+               for s in seq)
+
+
+def _as_index_tensor(item) -> Tensor:
+    if isinstance(item, Tensor):
+        return item
+    a = np.asarray(item)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.int64)
+    return tensor(a)
+
+
+def _classify(item):
+    """(kind, payload) for one key item: int, slice, new, bool, arr (int tensor) or mask."""
+    if item is None:
+        return "new", None
+    if item is Ellipsis:
+        return "ell", None
+    if isinstance(item, slice):
+        return "slice", item
+    if isinstance(item, (bool, np.bool_)):
+        return "bool", bool(item)
+    if isinstance(item, (int, np.integer)):
+        return "int", int(item)
+    if isinstance(item, (list, tuple, np.ndarray)) or isinstance(item, Tensor):
+        t = _as_index_tensor(item)
+        d = t._value.dtype
+        if d == np.bool_ or d == np.uint8:
+            return ("bool", bool(t.item())) if t._value.ndim == 0 else ("mask", t)
+        if not _dtype.is_integral(d):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        return ("int", int(t.item())) if t._value.ndim == 0 else ("arr", t)
+    if hasattr(item, "__index__"):
+        return "int", int(item.__index__())
+    raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                     f"valid indices (got {type(item).__name__})")
+
+
+def parse_key(shape: tuple, key):
+    """Split ``key`` into ``(basic, dims, arrays)``: the static basic key, the dims of
+    ``x[basic]`` that the index tensors ``arrays`` apply to (masks become their nonzero
+    positions), and PyTorch's IndexErrors for bad keys."""
+    if isinstance(key, tuple):
+        items = key
+    elif isinstance(key, list) and _seq_as_tuple(key):
+        items = tuple(key)
+    else:
+        items = (key,)
+    items = [_classify(i) for i in items]
+    ndim = len(shape)
+    used = sum(1 if k in ("int", "slice", "arr") else p._value.ndim if k == "mask" else 0 for k, p in items)
+    if used > ndim:
+        if ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    basic, dims, arrays, checks = [], [], [], []  # checks: (index tensor, size, k-th index)
+    d = out = 0  # position in x, position in x[basic]
+    ellipsis_left = ndim - used
+    for kind, p in items:
+        if kind == "int":
+            if not -shape[d] <= p < shape[d]:
+                raise IndexError(f"index {p} is out of bounds for dimension {d} with size {shape[d]}")
+            basic.append(p % shape[d])
+            d += 1
+        elif kind == "slice":
+            if p.step is not None and p.step == 0:
+                raise ValueError("slice step cannot be zero")
+            if p.step is not None and p.step < 0:
+                raise ValueError("step must be greater than zero")
+            s = p.indices(shape[d])
+            basic.append(_FULL if s == (0, shape[d], 1) else s)
+            d, out = d + 1, out + 1
+        elif kind in ("new", "bool"):
+            basic.append(None)
+            if p is False:  # x[False]: a new dim of size 0
+                dims.append(out)
+                arrays.append(_make(jnp.zeros((0,), jnp.int64)))
+            out += 1
+        elif kind == "ell":
+            basic.extend([_FULL] * ellipsis_left)
+            d, out, ellipsis_left = d + ellipsis_left, out + ellipsis_left, 0
+        elif kind == "arr":
+            basic.append(_FULL)
+            dims.append(out)
+            checks.append((p, shape[d], len(arrays)))
+            arrays.append(p)
+            d, out = d + 1, out + 1
+        else:  # mask: its nonzero positions, one index tensor per dim it covers
+            k, mshape = p._value.ndim, _shape(p)
+            for j in range(k):
+                if mshape[j] != shape[d + j]:
+                    raise IndexError(f"The shape of the mask {list(mshape)} at index {j} does not match the "
+                                     f"shape of the indexed tensor {list(shape[d:d + k])} at index {j}")
+            dims.extend(range(out, out + k))
+            arrays.extend(nonzero(p, as_tuple=True))
+            basic.extend([_FULL] * k)
+            d, out = d + k, out + k
+    try:
+        np.broadcast_shapes(*[_shape(a) for a in arrays])
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + ", ".join(str(list(_shape(a))) for a in arrays)) from None
+
+    def fail(i, k):  # PyTorch numbers the dim among the indexed dims
+        raise IndexError(f"index {i} is out of bounds for dimension {checks[k][2]} with size {checks[k][1]}")
+    check_bounds([c[0] for c in checks], [c[1] for c in checks], fail)
+    while basic and basic[-1] == _FULL:
+        basic.pop()
+    return tuple(basic), tuple(dims), arrays
+
+
+def _jidx(basic):
+    return tuple(slice(*e) if isinstance(e, tuple) else e for e in basic)
+
+
+def _adv(ndim, dims, idx):
+    key = [slice(None)] * ndim
+    for d, i in zip(dims, idx):
+        key[d] = i
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _result_shape(shape, basic, dims, index_shapes) -> tuple:
+    """Shape of ``x[key]`` for a parsed key (the target a ``__setitem__`` value broadcasts to)."""
+    return jax.eval_shape(lambda x, *i: _index_impl(x, *i, basic=basic, dims=dims, in_shape=shape),
+                          jax.ShapeDtypeStruct(shape, np.float32),
+                          *[jax.ShapeDtypeStruct(s, np.int64) for s in index_shapes]).shape
+
+
+# ---------------------------------------------------------------- the index / index_put ops
+def _index_impl(x, *idx, basic, dims, in_shape):
+    if basic:
+        x = x[_jidx(basic)]
+    if dims:
+        x = x[_adv(x.ndim, dims, idx)]
+    return x
+
+
+def _put(x, v, idx, basic, dims, accumulate):
+    v = jnp.asarray(v).astype(x.dtype)
+    sub = x[_jidx(basic)] if basic else x
+    if dims:
+        ref = sub.at[_adv(sub.ndim, dims, idx)]
+        sub = ref.add(v) if accumulate else ref.set(v)
+    else:
+        sub = sub + v if accumulate else jnp.broadcast_to(v, sub.shape)
+    return x.at[_jidx(basic)].set(sub) if basic else sub
+
+
+_slice = op("slice", backward_name="SliceBackward0")(_index_impl)  # basic keys: a view
+_index = op("index", backward_name="IndexBackward0")(_index_impl)  # advanced keys: a copy
+
+
+@op("index_backward")
+def _index_backward(g, *idx, basic, dims, in_shape):
+    return _put(jnp.zeros(in_shape, g.dtype), g, idx, basic, dims, True)
+
+
+@op("index_put")
+def _index_put(x, v, *idx, basic, dims, accumulate, in_shape):
+    return _put(x, v, idx, basic, dims, accumulate)
+
+
+def _index_vjp(g, out, x, *idx, basic, dims, in_shape):
+    return (apply(_index_backward, g, *idx, basic=basic, dims=dims, in_shape=in_shape),) + (None,) * len(idx)
+
+
+_slice.defvjp(_index_vjp)
+_index.defvjp(_index_vjp)
+
+
+@_index_backward.defvjp
+def _index_backward_vjp(g, out, gin, *idx, basic, dims, in_shape):
+    return (apply(_index, g, *idx, basic=basic, dims=dims, in_shape=in_shape),) + (None,) * len(idx)
+
+
+@_index_put.defvjp
+def _index_put_vjp(g, out, x, v, *idx, basic, dims, accumulate, in_shape):
+    gx = g if accumulate else apply(_index_put, g, 0.0, *idx, basic=basic, dims=dims, accumulate=False,
+                                    in_shape=in_shape)
+    gv = apply(_index, g, *idx, basic=basic, dims=dims, in_shape=in_shape)
+    return (gx, gv) + (None,) * len(idx)
+
+
+def basic_view(x: Tensor, basic: tuple) -> Tensor:
+    """``x[basic]`` for a parsed static basic key, as a view of ``x``."""
+    return make_view(_slice, x, basic=basic, dims=(), in_shape=_shape(x))
+
+
+def _getitem(self: Tensor, key) -> Tensor:
+    """``x[key]``: a view for ints/slices/None/..., a copy when the key holds index tensors or masks."""
+    basic, dims, arrays = parse_key(_shape(self), key)
+    if not arrays:
+        return basic_view(self, basic)
+    return apply(_index, self, *arrays, basic=basic, dims=dims, in_shape=_shape(self))
+
+
+def _put_key(x: Tensor, key, value, accumulate: bool) -> Tensor:
+    """``x`` with ``x[key]`` set to (or, with ``accumulate``, increased by) ``value``; out of place."""
+    shape = _shape(x)
+    basic, dims, arrays = parse_key(shape, key)
+    if not isinstance(value, (Tensor, int, float, bool, complex)):
+        value = tensor(value, dtype=x.dtype)
+    if isinstance(value, Tensor):
+        target = _result_shape(shape, basic, dims, tuple(_shape(a) for a in arrays))
+        vs = _shape(value)
+        while len(vs) > len(target) and vs[0] == 1:  # PyTorch drops leading size-1 dims of the value
+            vs = vs[1:]
+        if vs != _shape(value):
+            value = reshape(value, vs)
+        if not _broadcastable(vs, target) or len(vs) > len(target):
+            if not arrays:
+                expand(value, target)  # raises PyTorch's message for basic keys
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(vs)} cannot be broadcast to "
+                               f"indexing result of shape {list(target)}")
+    return apply(_index_put, x, value, *arrays, basic=basic, dims=dims, accumulate=bool(accumulate),
+                 in_shape=shape)
+
+
+def _setitem(self: Tensor, key, value) -> None:
+    inplace(self, lambda a: _put_key(a, key, value, False), "__setitem__")
+
+
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem
+
+
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """``input`` with ``input[indices]`` set to ``values`` (added when ``accumulate``)."""
+    return _put_key(input, tuple(indices), values, accumulate)
+
+
+export(index_put, inplace_name="index_put_")
+
+
+# ---------------------------------------------------------------- select / narrow
+@export
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    """The slice ``index`` along ``dim`` (that dim removed); a view."""
+    shape = _shape(input)
+    if not shape:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, len(shape))
+    index = int(index)
+    if not -shape[d] <= index < shape[d]:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(shape)} at dimension {d}")
+    return basic_view(input, (_FULL,) * d + (index % shape[d],))
+
+
+@export
+def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
+    """Elements ``start .. start+length-1`` along ``dim``; a view."""
+    shape = _shape(input)
+    if not shape:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, len(shape))
+    start, length, n = int(start), int(length), shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    start %= max(n, 1)
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return basic_view(input, (_FULL,) * d + ((start, start + length, 1),))
+
+
+# ---------------------------------------------------------------- index_select / index_add / _fill / _copy
+def _dim_index(name: str, input: Tensor, dim: int, index: Tensor, exc=IndexError, vector_msg=None) -> tuple:
+    """Checks shared by the ``index_*`` ops: returns the wrapped dim and the 1-D index."""
+    if not _is_int(index):
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index but got: {index.dtype.legacy_name}")
+    if index._value.ndim > 1:
+        raise exc(vector_msg or f"{name}(): Index is supposed to be a vector")
+    d = _wrap_dim(dim, input._value.ndim)
+    return d, reshape(index, (-1,)) if index._value.ndim == 0 else index
+
+
+@export
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The slices ``index`` (a 1-D int tensor) along ``dim``."""
+    if not _is_int(index):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    d, index = _dim_index("index_select", input, dim, index)
+    check_bounds([index], [_shape(input)[d] if input._value.ndim else 1],
+                 _raise(IndexError, "index out of range in self"), negative=False)
+    return apply(_index, input, index, basic=(), dims=(d,), in_shape=_shape(input))
+
+
+def _check_source(name: str, input: Tensor, d: int, index: Tensor, source: Tensor, exc) -> None:
+    if source._value.dtype != input._value.dtype:
+        raise RuntimeError(f"{name}(): self and source expected to have the same dtype, but got (self) "
+                           f"{input.dtype.legacy_name} and (source) {source.dtype.legacy_name}")
+    s, x = _shape(source), _shape(input)
+    n = index._value.size
+    if len(s) != len(x) or s[:d] + s[d + 1:] != x[:d] + x[d + 1:]:
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(x)} source.shape = {list(s)}")
+    if s[d] != n:
+        raise exc(f"{name}(): Number of indices ({n}) should be equal to source.size(dim): ({s[d]}), for dim: {d}")
+
+
+def _put_dim(input, d, index, value, accumulate):
+    return apply(_index_put, input, value, index, basic=(), dims=(d,), accumulate=accumulate, in_shape=_shape(input))
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """``input`` with ``alpha * source`` slices added at ``index`` along ``dim`` (repeats accumulate)."""
+    d, index = _dim_index("index_add_", input, dim, index, vector_msg=(
+        f"index_add_(): Index is supposed to be a vector, but got dim: {index._value.ndim} with type: "
+        f"{index.dtype.legacy_name} and size: {list(_shape(index))}"))
+    if source._value.dtype != input._value.dtype:
+        raise RuntimeError(f"index_add_(): self ({input.dtype.legacy_name}) and source "
+                           f"({source.dtype.legacy_name}) must have the same scalar type")
+    _check_source("index_add_", input, d, index, source, RuntimeError)
+    check_bounds([index], [_shape(input)[d]],
+                 _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {_shape(input)[d]}"),
+                 negative=False)
+    return _put_dim(input, d, index, source * alpha if alpha != 1 else source, True)
+
+
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """``input`` with its slices ``index`` along ``dim`` replaced by those of ``source``."""
+    d, index = _dim_index("index_copy_", input, dim, index,
+                          vector_msg=f"index_copy_(): Index should have dimension 1 or 0 (got {index._value.ndim})")
+    _check_source("index_copy_", input, d, index, source, IndexError)
+    check_bounds([index], [_shape(input)[d]], _raise(
+        IndexError, f"index_copy_(): index {{i}} is out of bounds for dimension {d} with size {_shape(input)[d]}"),
+        negative=False)
+    return _put_dim(input, d, index, source, False)
+
+
+def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """``input`` with its slices ``index`` along ``dim`` set to ``value`` (a number or 0-d tensor)."""
+    d, index = _dim_index("index_fill_", input, dim, index, RuntimeError, "Index has to be a vector/scalar")
+    if isinstance(value, Tensor) and value._value.ndim:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value._value.ndim} dimension(s).")
+    n = _shape(input)[d] if input._value.ndim else 1
+    check_bounds([index], [n], _raise(IndexError, f"index {{i}} is out of bounds for dimension {d} with size {n}"))
+    return _put_dim(input, d, index, value, False)
+
+
+for _f in (index_add, index_copy, index_fill):
+    export(_f, inplace_name=_f.__name__ + "_")
+
+
+# ---------------------------------------------------------------- gather / scatter
+def _grid(idx, dim):
+    g = list(jnp.indices(idx.shape, sparse=True))
+    g[dim] = idx
+    return tuple(g)
+
+
+@op("gather")
+def _gather(x, idx, *, dim, in_shape):
+    return x[_grid(idx, dim)]
+
+
+@op("gather_backward")
+def _gather_backward(g, idx, *, dim, in_shape):
+    return jnp.zeros(in_shape, g.dtype).at[_grid(idx, dim)].add(g)
+
+
+_gather.defvjp(lambda g, out, x, idx, *, dim, in_shape:
+               (apply(_gather_backward, g, idx, dim=dim, in_shape=in_shape), None))
+_gather_backward.defvjp(lambda g, out, gin, idx, *, dim, in_shape:
+                        (apply(_gather, g, idx, dim=dim, in_shape=in_shape), None))
+
+
+@op("scatter")
+def _scatter(x, idx, src, *, dim, reduce, include_self, in_shape):
+    at = lambda a: a.at[_grid(idx, dim)]  # noqa: E731
+    src = jnp.broadcast_to(jnp.asarray(src).astype(x.dtype), idx.shape)
+    if reduce is None:
+        return at(x).set(src)
+    if not include_self:  # start every scattered-to slot from a neutral value
+        x = at(x).set(src if reduce in ("amax", "amin") else 1 if reduce == "prod" else 0)
+    if reduce in ("sum", "mean"):
+        s = at(x).add(src)
+        if reduce == "sum":
+            return s
+        n = at(jnp.full(x.shape, int(include_self), x.dtype)).add(1)
+        n = jnp.maximum(n, 1)
+        return s / n if jnp.issubdtype(x.dtype, jnp.inexact) else s // n
+    return {"prod": at(x).multiply, "amax": at(x).max, "amin": at(x).min}[reduce](src)
+
+
+@_scatter.defvjp
+def _scatter_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_shape):
+    def gather_(t):
+        return apply(_gather, t, idx, dim=dim, in_shape=in_shape)
+
+    def scatter_(t, s, r=None):
+        return apply(_scatter, t, idx, s, dim=dim, reduce=r, include_self=True, in_shape=in_shape)
+
+    if reduce is None or reduce == "sum":
+        gx = g if reduce == "sum" and include_self else scatter_(g, 0.0)
+        return gx, None, gather_(g)
+    if reduce == "mean":
+        n = scatter_(full(in_shape, float(include_self), dtype=g.dtype), 1.0, "sum")
+        gx = g / n if include_self else where(n > 0, 0.0, g)
+        return gx, None, gather_(g / n.clamp(min=1))
+    if reduce == "prod":
+        gx = g * out / x if include_self else scatter_(g, 0.0)
+        return gx, None, gather_(g * out) / src
+    # amax / amin: the gradient is shared evenly by the values that tie for the result (as in
+    # PyTorch, an equal self value counts as a tie even when include_self=False)
+    hit_src = src == gather_(out)
+    hit_x = x == out
+    n = scatter_(cast(hit_x, g._value.dtype), cast(hit_src, g._value.dtype), "sum")
+    gx = where(hit_x, g / n, 0.0)
+    return gx if include_self else scatter_(gx, 0.0), None, where(hit_src, gather_(g / n), 0.0)
+
+
+def _check_gather_args(name: str, input: Tensor, dim: int, index: Tensor, src=None) -> int:
+    if not _is_int(index):
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+    x, i = _shape(input), _shape(index)
+    who = "input" if name == "gather" else "self"
+    if len(i) != len(x) and (len(i) > 1 or len(x) > 1):
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as {who} tensor")
+    if isinstance(src, Tensor) and len(_shape(src)) != len(i) and (len(i) > 1 or src._value.ndim > 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    d = _wrap_dim(dim, len(x))
+    s = _shape(src) if isinstance(src, Tensor) else None
+    for k in range(len(i)):
+        bad_x = k != d and i[k] > x[k]
+        if bad_x or (s is not None and i[k] > s[k]):
+            if name == "gather":
+                raise RuntimeError(f"Size does not match at dimension {k} expected index {list(i)} to be no larger "
+                                   f"than self {list(x)} apart from dimension {d}")
+            raise RuntimeError(f"Expected index {list(i)} to be no larger than self {list(x)} apart from dimension "
+                               f"{d}" + (f" and to be no larger size than src {list(s)}" if s is not None else ""))
+    n = x[d] if x else 1
+    check_bounds([index], [n], _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {n}"),
+                 negative=False)
+    return d
+
+
+def _as_1d(*ts):
+    return [reshape(t, (1,)) if isinstance(t, Tensor) and t._value.ndim == 0 else t for t in ts]
+
+
+@export
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False, out=None) -> Tensor:
+    """``out[i][j] = input[index[i][j]][j]`` for ``dim=0`` (and likewise for other dims)."""
+    d = _check_gather_args("gather", input, dim, index)
+    scalar = input._value.ndim == 0
+    x, i = _as_1d(input, index)
+    r = apply(_gather, x, i, dim=d, in_shape=_shape(x))
+    return reshape(r, ()) if scalar and index._value.ndim == 0 else r
+
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _scatter_apply(name, input, dim, index, src, reduce, include_self):
+    if isinstance(src, Tensor) and src._value.dtype != input._value.dtype:
+        raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+    d = _check_gather_args(name, input, dim, index, src)
+    scalar = input._value.ndim == 0
+    x, i, s = _as_1d(input, index, src)
+    if isinstance(s, Tensor) and _shape(s) != _shape(i):  # only the index-shaped corner of src is used
+        s = basic_view(s, tuple((0, n, 1) for n in _shape(i)))
+    r = apply(_scatter, x, i, s, dim=d, reduce=reduce, include_self=bool(include_self), in_shape=_shape(x))
+    return reshape(r, ()) if scalar else r
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
+    """``input`` with ``src`` (a tensor, or the number ``value``) written at ``index`` along ``dim``.
+
+    ``reduce="add"``/``"multiply"`` combine instead of overwrite.
+    """
+    if src is None:
+        src = value
+    if reduce is not None:
+        if reduce not in ("add", "multiply"):
+            raise RuntimeError("reduce argument must be either add or multiply.")
+        reduce = "sum" if reduce == "add" else "prod"
+    return _scatter_apply("scatter", input, dim, index, src, reduce, True)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
+    return _scatter_apply("scatter", input, dim, index, src, "sum", True)
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    """Reduce (sum/prod/mean/amax/amin) ``src`` into ``input`` at ``index`` along ``dim``."""
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    return _scatter_apply("scatter", input, dim, index, src, reduce, include_self)
+
+
+for _f in (scatter, scatter_add, scatter_reduce):
+    export(_f, inplace_name=_f.__name__ + "_")
+
+
+@export
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """Values of ``input`` at ``indices`` along ``dim`` (of the flattened input when ``dim`` is None)."""
+    if dim is None:
+        return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    x, i = _shape(input), _shape(indices)
+    if len(x) != len(i):
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of "
+                           f"dimensions, but got {len(x)} dimensions for input, and {len(i)} dimensions for indices")
+    d = _wrap_dim(dim, len(x))
+    b = list(np.broadcast_shapes(x[:d] + (1,) + x[d + 1:], i[:d] + (1,) + i[d + 1:]))
+    return gather(expand(input, tuple(b[:d] + [x[d]] + b[d + 1:])), d,
+                  expand(indices, tuple(b[:d] + [i[d]] + b[d + 1:])))
+
+
+# ---------------------------------------------------------------- take / put
+def _flat_index(name: str, input: Tensor, index: Tensor) -> None:
+    if not _is_int(index):
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
+    n = input.numel()
+    check_bounds([index], [n], _raise(IndexError, f"out of range: tried to access index {{i}} on a tensor of {n} "
+                                                  "elements."))
+
+
+@export
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """``input.flatten()[index]``, shaped like ``index``."""
+    _flat_index("take", input, index)
+    return apply(_index, reshape(input, (-1,)), index, basic=(), dims=(0,), in_shape=(input.numel(),))
+
+
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """``input`` with ``input.flatten()[index] = source`` (added when ``accumulate``)."""
+    if source._value.dtype != input._value.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
+                           f"{input.dtype.legacy_name} and source.dtype = {source.dtype.legacy_name}")
+    if source.numel() != index.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    _flat_index("put_", input, index)
+    r = apply(_index_put, reshape(input, (-1,)), reshape(source, (-1,)), reshape(index, (-1,)), basic=(),
+              dims=(0,), accumulate=bool(accumulate), in_shape=(input.numel(),))
+    return reshape(r, _shape(input))
+
+
+export(put, inplace_name="put_")
+
+
+# ---------------------------------------------------------------- masks
+def _check_mask(name: str, mask: Tensor) -> None:
+    if mask._value.dtype != np.bool_:
+        raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype {mask.dtype.legacy_name}")
+
+
+def _broadcast_pair(a: Tensor, b: Tensor):
+    sa, sb = _shape(a), _shape(b)
+    if not _broadcastable(sa, sb):
+        broadcast_error(None, a, b)
+    s = np.broadcast_shapes(sa, sb)
+    return expand(a, s), expand(b, s)
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """``input`` with ``value`` (a number or 0-d tensor) where ``mask`` is True."""
+    _check_mask("masked_fill_", mask)
+    if isinstance(value, Tensor):
+        if value._value.ndim:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value._value.ndim} dimension(s).")
+        value = cast(value, input._value.dtype)
+    return cast(where(mask, value, input), input._value.dtype)
+
+
+export(masked_fill, inplace_name="masked_fill_")
+
+
+@export
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The elements of ``input`` where ``mask`` is True (both broadcast), as a 1-D tensor."""
+    if mask._value.dtype != np.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    x, m = _broadcast_pair(input, mask)
+    return x[m]
+
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """``input`` with the positions where ``mask`` is True filled, in order, from ``source``."""
+    _check_mask("masked_scatter_", mask)
+    if source._value.dtype != input._value.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
+                           f"{input.dtype.legacy_name} and {source.dtype.legacy_name}")
+    x, m = _broadcast_pair(input, mask)
+    shape = _shape(x)
+    if not shape:
+        x, m = reshape(x, (1,)), reshape(m, (1,))
+    pos = nonzero(m, as_tuple=True)
+    n = pos[0].numel()
+    if source.numel() < n:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    src = basic_view(reshape(source, (-1,)), ((0, n, 1),))
+    r = apply(_index_put, x, src, *pos, basic=(), dims=tuple(range(len(pos))), accumulate=False,
+              in_shape=_shape(x))
+    return r if shape else reshape(r, ())
+
+
+export(masked_scatter, inplace_name="masked_scatter_")
+
+
+@export
+def nonzero(input: Tensor, *, out=None, as_tuple: bool = False):
+    """Indices of the nonzero elements: an ``(n, ndim)`` int64 tensor, or one 1-D tensor per dim."""
+    a = _host(input)
+    if as_tuple:
+        return tuple(_make(jnp.asarray(p, np.int64)) for p in np.nonzero(np.atleast_1d(a)))
+    pos = np.argwhere(a) if a.ndim else np.zeros((int(bool(a)), 0), np.int64)
+    return _make(jnp.asarray(pos, np.int64))
+
+
+@export
+def argwhere(input: Tensor) -> Tensor:
+    """``nonzero(input)``: an ``(n, ndim)`` tensor of the indices of nonzero elements."""
+    return nonzero(input)
