@@ -1,0 +1,415 @@
+"""Capture for ``dynajax.compile``: run a step's Python once more, recording ops instead of computing them.
+
+While a :class:`Capture` is active, every op applied on its thread goes
+through :meth:`Capture.hook` (``registry._hooks``). Tensors then hold a
+:class:`Sym` -- shape and dtype of a value the compiled step will compute --
+instead of an array; shapes come from the op's ``impl`` through a memoised
+``jax.eval_shape``. The native tape keeps working on Syms, so ``backward()``
+and the optimizer are recorded like any other op.
+
+A tensor that existed before the step is *adopted* the first time an op reads
+it: its array becomes an input of the executable and its value a Sym until
+the step ends. Afterwards every live tensor still holding a Sym gets the
+array the executable computed (or its old array back, if it was only read).
+
+Reading a value (``.item()``, ``bool(t)``, ``np.asarray``, ``print``) runs the
+graph recorded so far (a "graph break") and capture continues.
+
+``dual=True`` (``verify``) computes every op eagerly as well, keeping the
+arrays in the tensors, and maps arrays to graph variables by identity.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+
+import jax
+import numpy as np
+
+from . import _tensor, random
+from ._tensor import Tensor, _make
+from .autograd import grad_mode
+from .ops import registry, views
+
+_SCALARS = (bool, int, float, complex)
+_SHAPES: dict = {}   # (fn, static params, input avals) -> (single output?, ((shape, dtype), ...))
+_state = threading.local()
+
+
+class Sym:
+    """The shape and dtype of a value a compiled step will compute (a capture-time stand-in for an array)."""
+
+    __slots__ = ("shape", "dtype", "idx")
+
+    def __init__(self, shape, dtype, idx: int) -> None:
+        self.shape, self.dtype, self.idx = shape, dtype, idx
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(_active(self).materialize(self))
+        return a.astype(dtype) if dtype is not None else a
+
+    def __jax_array__(self):
+        return _active(self).materialize(self)
+
+    def __repr__(self) -> str:
+        return f"Sym(v{self.idx}: {np.dtype(self.dtype).name}{list(self.shape)})"
+
+
+def is_recorded(t) -> bool:
+    """True while tensor ``t`` holds a value a compiled step is recording (eager-only value checks skip it)."""
+    return type(t._value) is Sym
+
+
+def _active(sym: Sym) -> "Capture":
+    cap = getattr(_state, "cap", None)
+    if cap is None:
+        raise RuntimeError(f"a value recorded by dynajax.compile ({sym!r}) was used after its step ended; a tensor "
+                           "created inside a compiled step escaped without being returned or stored in a "
+                           "tensor the step keeps alive")
+    return cap
+
+
+def shapes_of(fn, params: dict, pkey: tuple, avals: tuple, args: list):
+    """Output (single?, ((shape, dtype), ...)) of ``fn(*args, **params)``, memoised on the avals."""
+    k = (fn, pkey, avals)
+    r = _SHAPES.get(k)
+    if r is None:
+        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) if isinstance(a, Sym) else a for a in args]
+        out = jax.eval_shape(functools.partial(fn, **params) if params else fn, *structs)
+        single = not isinstance(out, (tuple, list))
+        leaves = [out] if single else list(out)
+        r = _SHAPES[k] = (single, tuple((tuple(o.shape), np.dtype(o.dtype)) for o in leaves))
+    return r
+
+
+class Capture:
+    """One recording of a step: the graph, its inputs, and the tensors/generators it touched."""
+
+    def __init__(self, owner, dual: bool = False) -> None:
+        self.owner = owner              # the Compiled function (for the graph-break cache and counters)
+        self.dual = dual
+        self.thread = threading.get_ident()
+        self.busy = False
+        self.nvars = 0
+        self.inputs: list = []          # executable inputs (arrays), in order
+        self.in_vars: list = []         # var index of each input
+        self.in_avals: list = []        # (shape, dtype) of each input
+        self.in_of: dict = {}           # id(array) -> position in inputs
+        self.eqns: list = []            # (fn, params, refs, out var indices)
+        self.keys: list = []            # structural key of each eqn
+        self.scalars: list = []         # Python scalars passed to ops (executable inputs too)
+        self.slot_of: dict = {}
+        self.adopted: list = []         # (tensor, old array, old grad, Sym given | None)
+        self.gens: list = []            # (generator, old key, Sym given | None)
+        self.born: list = []            # weakrefs to tensors created while capturing
+        self.by_array: dict = {}        # dual: id(array) -> (array, var)
+        self.known: dict = {}           # var -> concrete array (graph breaks)
+        self.prod: dict = {}            # first output var of an eqn -> its position in eqns
+        self.breaks = 0
+        self._saved = None
+
+    # ------------------------------------------------------------ entering / leaving
+    def __enter__(self) -> "Capture":
+        if getattr(_state, "cap", None) is not None:
+            raise RuntimeError("dynajax.compile: a compiled step called another compiled step; compile the outer one only")
+        _state.cap = self
+        born = self.born
+        orig_init = _tensor._init
+
+        def _init(t, *a, **k):
+            born.append(weakref.ref(t))
+            return orig_init(t, *a, **k)
+        self._saved = (orig_init, random._sample, random.Generator.next_key, views._run_chain,
+                       views.view_scatter.impl, views.assign, views.refresh)
+        _tensor._init = _init
+        random._sample = self._wrap(random._sample)
+        random.Generator.next_key = lambda gen: self._next_key(gen)
+        views._run_chain = self._wrap(views._run_chain, static=("chain",))
+        views.view_scatter.impl = self._wrap(views.view_scatter.impl)
+        views.assign = self._tracking(views.assign, True)
+        views.refresh = self._tracking(views.refresh, False)
+        registry._hooks.insert(0, self.hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        registry._hooks.remove(self.hook)
+        (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
+         views.view_scatter.impl, views.assign, views.refresh) = self._saved
+        _state.cap = None
+
+    # ------------------------------------------------------------ variables
+    def _new_var(self) -> int:
+        self.nvars += 1
+        return self.nvars - 1
+
+    def _input(self, arr) -> int:
+        """Var of array ``arr`` as an executable input (one input per distinct array)."""
+        pos = self.in_of.get(id(arr))
+        if pos is None:
+            pos = self.in_of[id(arr)] = len(self.inputs)
+            self.inputs.append(arr)
+            self.in_vars.append(self._new_var())
+            self.in_avals.append((tuple(arr.shape), np.dtype(arr.dtype)))
+            if self.dual:
+                self.by_array[id(arr)] = (arr, self.in_vars[pos])
+        return self.in_vars[pos]
+
+    def _adopt(self, t: Tensor) -> Sym:
+        """Make the array of tensor ``t`` (created before the step) an input; ``t`` holds its Sym meanwhile."""
+        arr = t._value
+        var = self._input(arr)
+        s = Sym(tuple(arr.shape), np.dtype(arr.dtype), var)
+        self.adopted.append((t, arr, t.grad, s))
+        t._value = s
+        return s
+
+    def var_of(self, t: Tensor):
+        """Graph variable of a tensor argument (adopting it if new)."""
+        if t._base is not None:
+            t._sync()
+        v = t._value
+        if type(v) is Sym:
+            return v
+        if self.dual:
+            hit = self.by_array.get(id(v))
+            if hit is None:
+                self.adopted.append((t, v, t.grad, None))
+                return Sym(tuple(v.shape), np.dtype(v.dtype), self._input(v))
+            return Sym(tuple(v.shape), np.dtype(v.dtype), hit[1])
+        return self._adopt(t)
+
+    def _ref(self, a):
+        """Reference to a non-tensor argument: a scalar slot (negative int) or a literal ("L", value)."""
+        tp = type(a)
+        if tp in _SCALARS or isinstance(a, np.generic):
+            k = (tp, a) if a or tp is bool else (tp, repr(a))  # keep -0.0 apart from 0.0
+            slot = self.slot_of.get(k)
+            if slot is None:
+                slot = self.slot_of[k] = len(self.scalars)
+                self.scalars.append(a)
+            return -slot - 1, tp
+        return ("L", a), ("L", a)
+
+    # ------------------------------------------------------------ recording
+    def _record(self, fn, key_fn, params: dict, args) -> tuple:
+        """Record ``fn(*args, **params)`` (args: Syms, arrays known in dual mode, Python values);
+        returns (single output?, out Syms)."""
+        refs, avals = [], []
+        for a in args:
+            if type(a) is Sym:
+                refs.append(a.idx)
+                avals.append((a.shape, a.dtype))
+            elif isinstance(a, (jax.Array, np.ndarray)):  # a raw array (``view_scatter.impl(base._value, ..)``)
+                hit = self.by_array.get(id(a)) if self.dual else None
+                refs.append(hit[1] if hit is not None else self._input(a))
+                avals.append((tuple(a.shape), np.dtype(a.dtype)))
+            else:
+                r, av = self._ref(a)
+                refs.append(r)
+                avals.append(av)
+        pkey = tuple(params.items()) if params else ()
+        avals = tuple(avals)
+        hit = _SHAPES.get((fn, pkey, avals))
+        if hit is None:
+            evals = [Sym(av[0], av[1], r) if type(r) is int and r >= 0 else a for a, r, av in zip(args, refs, avals)]
+            hit = shapes_of(fn, params, pkey, avals, evals)
+        n = self.nvars
+        outs = hit[1]
+        self.nvars = n + len(outs)
+        syms = [Sym(sd[0], sd[1], n + i) for i, sd in enumerate(outs)]
+        refs = tuple(refs)
+        self.prod[n] = len(self.eqns)
+        self.eqns.append((fn, params, refs, tuple(range(n, n + len(outs)))))
+        self.keys.append((key_fn, pkey, refs))
+        return hit[0], syms
+
+    def hook(self, op, args, params):
+        """``registry._hooks`` entry: record ``op`` (and, in dual mode, run it too)."""
+        if self.busy or threading.get_ident() != self.thread:
+            return NotImplemented
+        if self.dual:
+            return self._hook_dual(op, args, params)
+        ins, rg = [], False
+        for a in args:
+            if isinstance(a, Tensor):
+                if a._base is not None:
+                    a._sync()
+                v = a._value
+                ins.append(v if type(v) is Sym else self._adopt(a))
+                rg = rg or a._rg
+            else:
+                ins.append(a)
+        if op.check is not None:
+            op.check(*args, **params)
+        try:
+            _, syms = self._record(op.impl, op, params, ins)
+        except Exception as exc:
+            if op.error is not None:
+                op.error(exc, *args, **params)
+            raise
+        if rg and op.rule is not None and grad_mode.state.enabled:
+            return registry._record(op, args, params, syms[0] if op.nout == 1 else tuple(syms))
+        return _make(syms[0]) if op.nout == 1 else tuple(_make(s) for s in syms)
+
+    def _hook_dual(self, op, args, params):
+        ins = [self.var_of(a) if isinstance(a, Tensor) else a for a in args]
+        self.busy = True
+        try:
+            res = registry.run(op, None, args, params)
+        finally:
+            self.busy = False
+        _, syms = self._record(op.impl, op, params, ins)
+        for o, s in zip(res if isinstance(res, tuple) else (res,), syms):
+            self.by_array[id(o._value)] = (o._value, s.idx)
+        return res
+
+    def _tracking(self, fn, with_base: bool):
+        """``fn(t, ...)`` that rebinds ``t`` (``assign``, ``refresh``): remember ``t`` (and its base) and
+        their old arrays, so they get their new values after the step, or the old ones back on failure."""
+        adopted = self.adopted
+
+        def tracked(t, *args):
+            adopted.append((t, t._value, t.grad, None))
+            if with_base and t._base is not None:
+                b = t._base
+                adopted.append((b, b._value, b.grad, None))
+            return fn(t, *args)
+        return tracked
+
+    def _wrap(self, fn, static=()):
+        """``fn`` recorded when an argument is a recorded value; called as is otherwise."""
+        cap = self
+
+        def wrapped(*args, **kwargs):
+            if threading.get_ident() != cap.thread or not any(
+                    isinstance(a, Sym) or (cap.dual and id(a) in cap.by_array) for a in args):
+                return fn(*args, **kwargs)
+            params = dict(kwargs)
+            n = len(args) - len(static)
+            call_args = args[:n]
+            params.update(zip(static, args[n:]))  # trailing positional static args (``_run_chain(x, chain)``)
+            if cap.dual:
+                res = fn(*args, **kwargs)
+                _, syms = cap._record(fn, fn, params, call_args)
+                for o, s in zip((res,) if not isinstance(res, tuple) else res, syms):
+                    cap.by_array[id(o)] = (o, s.idx)
+                return res
+            single, syms = cap._record(fn, fn, params, call_args)
+            return syms[0] if single else syms
+        return wrapped
+
+    def _next_key(self, gen):
+        """Generator.next_key while capturing: the key stream becomes a graph input/output."""
+        k = gen._key
+        if threading.get_ident() != self.thread:
+            return _orig_next_key(gen)
+        if not any(g is gen for g, _, _ in self.gens):
+            if self.dual:
+                self._input(k)
+                self.gens.append((gen, k, None))
+            else:
+                s = Sym(tuple(k.shape), np.dtype(k.dtype), self._input(k))
+                self.gens.append((gen, k, s))
+                gen._key = k = s
+        if self.dual:
+            new, sub = random._split(k)
+            _, syms = self._record(random._split, random._split, {}, [Sym(tuple(k.shape), np.dtype(k.dtype),
+                                                                         self.by_array[id(k)][1])])
+            self.by_array[id(new)] = (new, syms[0].idx)
+            self.by_array[id(sub)] = (sub, syms[1].idx)
+            gen._key = new
+            return sub
+        _, (new, sub) = self._record(random._split, random._split, {}, [k])
+        gen._key = new
+        return sub
+
+    # ------------------------------------------------------------ graph breaks
+    def materialize(self, s: Sym):
+        """The array of ``s``, computed from the inputs (a counted graph break); capture goes on.
+
+        Only the ops ``s`` depends on run: a short chain (Adam's ``step.item()``) op by op through
+        the eager jitted impls, a longer one as one executable cached by its structure."""
+        got = self.known.get(s.idx)
+        if got is not None:
+            return got
+        self.breaks += 1
+        chain = self._chain(s.idx)
+        if len(chain) > 16:
+            key = (tuple(self.in_avals), tuple(type(x) for x in self.scalars),
+                   tuple(self.keys[k] for k in chain), tuple(self.eqns[k][2] for k in chain), (s.idx,))
+            exe = self.owner._prefix_executable(key, [self.eqns[k] for k in chain], self)
+            got = self.known[s.idx] = exe(self.inputs, self.scalars)[0]
+            return got
+        env = self.known
+        inputs = dict(zip(self.in_vars, self.inputs))
+        for k in chain:
+            fn, params, refs, ovars = self.eqns[k]
+            key_fn = self.keys[k][0]
+            vals = [((env[r] if r in env else inputs[r]) if r >= 0 else self.scalars[-r - 1])
+                    if type(r) is int else r[1] for r in refs]
+            run = key_fn.jitted(params) if isinstance(key_fn, registry.Op) else functools.partial(fn, **params)
+            res = run(*vals)
+            for v, x in zip(ovars, (res,) if len(ovars) == 1 else res):
+                env[v] = x
+        return env[s.idx]
+
+    def _chain(self, var: int) -> list:
+        """Positions (in order) of the recorded eqns that ``var`` depends on, skipping known values."""
+        need, chain, stack = set(), [], [var]
+        in_vars = set(self.in_vars)
+        while stack:
+            v = stack.pop()
+            if v in self.known or v in in_vars:
+                continue
+            k = self._producer(v)
+            if k in need:
+                continue
+            need.add(k)
+            chain.append(k)
+            stack.extend(r for r in self.eqns[k][2] if type(r) is int and r >= 0)
+        chain.sort()
+        return chain
+
+    def _producer(self, var: int) -> int:
+        k = self.prod.get(var)
+        while k is None:  # a later output of a multi-output eqn
+            var -= 1
+            k = self.prod.get(var)
+        return k
+
+    def var_of_value(self, v):
+        """Var of a tensor's current value after the step, or None for an array the graph does not know."""
+        if type(v) is Sym:
+            return v.idx
+        if self.dual:
+            hit = self.by_array.get(id(v))
+            return hit[1] if hit is not None else None
+        return None
+
+
+_orig_next_key = random.Generator.next_key
+
+
+def run_graph(eqns, in_vars, nvars: int, outs, inputs, scalars):
+    """Evaluate recorded ``eqns`` on input arrays and scalars (traced under ``jax.jit``); returns ``outs``."""
+    env = [None] * nvars
+    for v, a in zip(in_vars, inputs):
+        env[v] = a
+    for fn, params, refs, ovars in eqns:
+        vals = [(env[r] if r >= 0 else scalars[-r - 1]) if type(r) is int else r[1] for r in refs]
+        res = fn(*vals, **params)
+        if len(ovars) == 1 and not isinstance(res, (tuple, list)):
+            env[ovars[0]] = res
+        else:
+            for v, x in zip(ovars, res):
+                env[v] = x
+    return [env[v] for v in outs]

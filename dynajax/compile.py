@@ -1,0 +1,387 @@
+"""``dynajax.compile``: a whole define-by-run training step as one cached XLA executable.
+
+Each call runs the Python step again in capture mode (see ``_capture``): ops
+are recorded, not computed, so any Python control flow yields the graph this
+call takes. The recording's structural key (ops, static params, input shapes
+and dtypes, scalar types, which tensors the step rebinds) selects a cached
+``jax.jit`` executable; its inputs are every array the step read (parameters,
+buffers, optimizer state, grads, data, the RNG key) plus the Python numbers
+passed to ops, its outputs every value a live tensor holds afterwards. The
+tensors then get those arrays, exactly as if the step had run eagerly.
+
+``backward()`` inside the step is recorded like any other code: the native
+tape runs on recorded values and its VJP rules (dynajax ops) are recorded, so
+hooks, ``retain_grad``, custom ``autograd.Function`` backwards and gradient
+accumulation behave as in eager mode.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._capture import Capture, Sym, run_graph
+from ._tensor import Tensor
+from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
+
+__all__ = ["compile", "Compiled", "CompileStats"]
+
+_PY_LEAVES = (bool, int, float, complex, str, bytes, type(None))
+
+
+@dataclass
+class CompileStats:
+    """Counters of one compiled function (``compiled.stats``)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    compiles: int = 0
+    graph_breaks: int = 0
+    capture_time: float = 0.0     # seconds spent re-running the Python step in capture mode
+    compile_time: float = 0.0     # seconds spent in jax.jit tracing + XLA compilation
+    recorded_ops: int = 0         # ops in the last recording
+    recompile_reasons: list = field(default_factory=list)
+
+
+class _Plan:
+    """What one recording computes and where its results go."""
+
+    __slots__ = ("key", "eqns", "in_vars", "nvars", "outs", "targets", "donate")
+
+
+class Compiled:
+    """A step function compiled by :func:`compile`; call it like the original."""
+
+    def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool) -> None:
+        self.fn = fn
+        self.verify = verify
+        self.cache_size = cache_size
+        self.recompile_limit = recompile_limit
+        self.donate = donate
+        self.stats = CompileStats()
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._prefix: collections.OrderedDict = collections.OrderedDict()
+        self._warned = False
+        self._names: dict | None = None
+        functools.update_wrapper(self, fn)
+
+    # ------------------------------------------------------------ calling
+    def __call__(self, *args, **kwargs):
+        st = self.stats
+        st.calls += 1
+        t0 = time.perf_counter()
+        cap = Capture(self, dual=self.verify)
+        try:
+            with cap:
+                result = self.fn(*args, **kwargs)
+            plan = self._plan(cap, result, args)
+        except BaseException:
+            st.graph_breaks += cap.breaks
+            _restore(cap)
+            raise
+        st.graph_breaks += cap.breaks
+        st.recorded_ops = len(cap.eqns)
+        st.capture_time += time.perf_counter() - t0
+        exe = self._cache.get(plan.key)
+        first = False
+        if exe is not None:
+            st.cache_hits += 1
+            self._cache.move_to_end(plan.key)
+            if self.verify:
+                return result   # this graph was checked before; the step already ran eagerly
+        else:
+            exe = self._compile(plan, cap, args)
+            first = True
+        if self.verify:
+            self._check(plan, cap, exe)
+            return result
+        try:
+            if plan.donate and self.donate:
+                _unshare(cap, plan.donate)
+            outs = exe(*_split_donated(cap.inputs, plan.donate), cap.scalars)
+        except BaseException:
+            _restore(cap)
+            raise
+        if first:
+            st.compile_time += time.perf_counter()
+        _write_back(plan, cap, outs)
+        return result
+
+    def _compile(self, plan: _Plan, cap: Capture, args):
+        st = self.stats
+        if self._cache:
+            reason = self._explain(plan.key, cap, args)
+            st.recompile_reasons.append(reason)
+            if len(st.recompile_reasons) >= self.recompile_limit and not self._warned:
+                self._warned = True
+                warnings.warn(f"dynajax.compile: {getattr(self.fn, '__name__', 'step')} recompiled "
+                              f"{len(st.recompile_reasons)} times; last reason: {reason}. Varying shapes or "
+                              "Python-level graph changes each compile a new executable: pad or bucket the "
+                              "batch to a few sizes, or keep branches on Python values stable.", stacklevel=3)
+        t0 = time.perf_counter()
+        donate = plan.donate if (self.donate and not self.verify) else ()
+        run = functools.partial(_run_split, plan.eqns, plan.in_vars, plan.nvars, plan.outs, donate)
+        exe = jax.jit(run, donate_argnums=(0,) if donate else ())
+        # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
+        # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
+        st.compile_time -= t0
+        st.compiles += 1
+        self._cache[plan.key] = exe
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return exe
+
+    def _prefix_executable(self, key, eqns: list, cap: Capture):
+        """Executable computing one value of a partly recorded step (a graph break), cached by its key."""
+        exe = self._prefix.get(key)
+        if exe is None:
+            exe = jax.jit(functools.partial(run_graph, eqns, list(cap.in_vars), cap.nvars, key[-1]))
+            self._prefix[key] = exe
+            if len(self._prefix) > self.cache_size:
+                self._prefix.popitem(last=False)
+        else:
+            self._prefix.move_to_end(key)
+        return exe
+
+    # ------------------------------------------------------------ planning
+    def _plan(self, cap: Capture, result, args) -> _Plan:
+        """Decide outputs (every live tensor holding a recorded value) and the structural key."""
+        _check_result(result)
+        targets: dict = {}   # id -> (tensor | generator, var, kind)
+        outs: dict = {}      # var -> position in outputs
+        input_vars = {v: i for i, v in enumerate(cap.in_vars)}
+
+        def visit(obj, value, kind):
+            var = cap.var_of_value(value)
+            if var is None or id(obj) in targets:
+                return
+            targets[id(obj)] = (obj, var, kind)
+            if var not in input_vars and var not in outs:
+                outs[var] = len(outs)
+
+        for t, _, _, _ in cap.adopted:
+            visit(t, t._value, "t")
+        for r in cap.born:
+            t = r()
+            if t is not None:
+                visit(t, t._value, "t")
+        for g, _, _ in cap.gens:
+            visit(g, g._key, "g")
+        donate = _donatable(cap, targets, input_vars) if self.donate else ()
+        plan = _Plan()
+        plan.eqns, plan.in_vars, plan.nvars = cap.eqns, cap.in_vars, cap.nvars
+        plan.outs = tuple(outs)
+        plan.targets = list(targets.values())
+        plan.donate = donate
+        plan.key = (tuple(cap.in_avals), tuple(type(s) for s in cap.scalars), tuple(cap.keys), plan.outs, donate)
+        return plan
+
+    # ------------------------------------------------------------ verify
+    def _check(self, plan: _Plan, cap: Capture, exe) -> None:
+        """Compare the executable's results with the eager values the step just computed."""
+        outs = exe(*_split_donated(cap.inputs, ()), cap.scalars)
+        for obj, var, kind in plan.targets:
+            if var not in plan.outs:
+                continue
+            got = np.asarray(outs[plan.outs.index(var)])
+            want = np.asarray(obj._key if kind == "g" else obj.detach()._value)
+            if got.shape != want.shape or not _close(got, want):
+                name = self._name_of(obj, cap)
+                err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))) if got.shape == want.shape else None
+                _restore(cap)
+                raise RuntimeError(f"dynajax.compile(verify=True): the compiled step and the eager step disagree on "
+                                   f"{name} {list(want.shape)} (max abs difference {err}). Something in the step "
+                                   "changes state outside dynajax ops (a raw write to ._value, an impure op impl) "
+                                   "or an op lowers differently from its eager run; state was restored.")
+
+    # ------------------------------------------------------------ explanations
+    def _name_of(self, obj, cap: Capture) -> str:
+        if self._names is None:
+            self._names = _closure_names(self.fn)
+        if hasattr(obj, "_key") and not isinstance(obj, Tensor):
+            return "the random generator's key"
+        for t, _, _, _ in cap.adopted:
+            if t.grad is obj and id(t) in self._names:
+                return f"{self._names[id(t)]}.grad"
+        return self._names.get(id(obj), f"a tensor of shape {list(obj.shape)}")
+
+    def _input_names(self, cap: Capture, args) -> list:
+        leaves, tree = _tree_flatten(tuple(args))
+        names = dict(zip((id(x) for x in leaves), _leaf_names(tree, _arg_names(self.fn, len(args)))))
+        if self._names is None:
+            self._names = _closure_names(self.fn)
+        by_pos = {}
+        for t, arr, _, _ in cap.adopted:
+            pos = cap.in_of.get(id(arr))
+            if pos is not None and pos not in by_pos:
+                n = names.get(id(t)) or self._names.get(id(t))
+                by_pos[pos] = f"arg '{n}'" if id(t) in names else (f"'{n}'" if n else f"input {pos}")
+        return [by_pos.get(i, f"input {i}") for i in range(len(cap.inputs))]
+
+    def _explain(self, key, cap: Capture, args) -> str:
+        """Why ``key`` missed the cache: its difference from the nearest cached key."""
+        def distance(k):
+            avals = sum(a != b for a, b in zip(k[0], key[0])) + abs(len(k[0]) - len(key[0]))
+            return (avals, -_common_prefix(k[2], key[2]))
+        near = min(self._cache, key=distance)
+        names = None
+        for i, (a, b) in enumerate(zip(near[0], key[0])):
+            if a != b:
+                names = names or self._input_names(cap, args)
+                if a[1] != b[1]:
+                    return f"{names[i]} dtype: {a[1]} -> {b[1]}"
+                if len(a[0]) != len(b[0]):
+                    return f"{names[i]} rank: {len(a[0])} -> {len(b[0])}"
+                d = next(j for j in range(len(a[0])) if a[0][j] != b[0][j])
+                return f"{names[i]} dim {d}: {a[0][d]} -> {b[0][d]}"
+        if len(near[0]) != len(key[0]):
+            return f"the step read {len(key[0])} arrays instead of {len(near[0])}"
+        n = _common_prefix(near[2], key[2])
+        if n < min(len(near[2]), len(key[2])):
+            a, b = near[2][n], key[2][n]
+            if a[0] != b[0]:
+                return f"graph changed at op {n}: {_fn_name(a[0])} -> {_fn_name(b[0])}"
+            if a[1] != b[1]:
+                return f"op {n} ({_fn_name(b[0])}) static params: {_params_diff(a[1], b[1])}"
+            return f"op {n} ({_fn_name(b[0])}) takes different inputs"
+        if len(near[2]) != len(key[2]):
+            return f"graph length changed: {len(near[2])} -> {len(key[2])} ops"
+        if near[1] != key[1]:
+            return "the types of Python numbers passed to ops changed"
+        if near[3] != key[3]:
+            return "the step keeps a different set of values alive (returned or stored tensors changed)"
+        return "buffer donation changed (an array is now referenced elsewhere)"
+
+    def clear_cache(self) -> None:
+        """Drop every cached executable."""
+        self._cache.clear()
+        self._prefix.clear()
+
+    def __repr__(self) -> str:
+        return f"<dynajax.compile of {getattr(self.fn, '__name__', self.fn)!r}: {len(self._cache)} executables>"
+
+
+def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
+            donate: bool = True):
+    """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
+
+    The step keeps eager semantics: any Python control flow, ``.item()`` reads
+    (run as graph breaks), parameters, grads, optimizer state and the RNG
+    stream are updated as if it ran eagerly. ``verify=True`` runs it eagerly as
+    well and raises, naming the tensor, if a new graph's result differs.
+
+    >>> @dynajax.compile
+    ... def step(x, y):
+    ...     opt.zero_grad(); loss = F.mse_loss(model(x), y); loss.backward(); opt.step()
+    ...     return loss
+    """
+    if fn is None:
+        return lambda f: Compiled(f, verify, cache_size, recompile_limit, donate)
+    return Compiled(fn, verify, cache_size, recompile_limit, donate)
+
+
+# ---------------------------------------------------------------- helpers
+def _run_split(eqns, in_vars, nvars, outs, donate, donated, kept, scalars):
+    inputs = _merge_donated(donated, kept, donate, len(in_vars))
+    return run_graph(eqns, in_vars, nvars, outs, inputs, scalars)
+
+
+def _split_donated(inputs: list, donate: tuple):
+    if not donate:
+        return [], inputs
+    d = set(donate)
+    return [inputs[i] for i in donate], [a for i, a in enumerate(inputs) if i not in d]
+
+
+def _merge_donated(donated, kept, donate, n):
+    if not donate:
+        return kept
+    out, di, ki, d = [], iter(donated), iter(kept), set(donate)
+    for i in range(n):
+        out.append(next(di) if i in d else next(ki))
+    return out
+
+
+def _donatable(cap: Capture, targets: dict, input_vars: dict) -> tuple:
+    """Inputs whose tensors all get new values: their buffers die with the step, so they are donated."""
+    still_read = {var for _, var, _ in targets.values() if var in input_vars}
+    return tuple(i for i, v in enumerate(cap.in_vars) if v not in still_read)
+
+
+def _unshare(cap: Capture, donate: tuple) -> None:
+    """Pass a copy for a donated input whose array something outside the step still holds (arrays are
+    shared freely: ``deepcopy``, ``tensor(t)``, ...); donating it would delete it under that holder."""
+    held = collections.Counter(id(arr) for _, arr, _, _ in cap.adopted)
+    extra = 3  # cap.inputs, the local ``a`` and getrefcount's argument
+    for i in donate:
+        a = cap.inputs[i]
+        if sys.getrefcount(a) > extra + held[id(a)]:
+            cap.inputs[i] = jnp.copy(a)
+
+
+def _write_back(plan: _Plan, cap: Capture, outs) -> None:
+    """Give every target tensor (and generator) its new array; only-read inputs get their old array back."""
+    pos = {v: i for i, v in enumerate(cap.in_vars)}
+    opos = {v: i for i, v in enumerate(plan.outs)}
+    for obj, var, kind in plan.targets:
+        i = opos.get(var)
+        arr = outs[i] if i is not None else cap.inputs[pos[var]]
+        if kind == "g":
+            obj._key = arr
+            continue
+        obj._value = arr
+        if obj.grad_fn is not None:  # the graph of a compiled step ends with it: results come back detached
+            obj.grad_fn = None
+            obj._rg = False
+    cap.known.clear()
+
+
+def _restore(cap: Capture) -> None:
+    """Undo a failed step: adopted tensors get their old arrays and grads, generators their keys."""
+    for t, arr, grad, _ in reversed(cap.adopted):
+        t._value = arr
+        t.grad = grad
+    for g, key, _ in cap.gens:
+        g._key = key
+
+
+def _check_result(result) -> None:
+    leaves = jax.tree_util.tree_flatten_with_path(result, is_leaf=lambda a: isinstance(a, Tensor) or a is None)[0]
+    for path, leaf in leaves:
+        if not isinstance(leaf, (Tensor, np.ndarray, jax.Array) + _PY_LEAVES):
+            raise TypeError(f"dynajax.compile: the step returned a {type(leaf).__name__} at "
+                            f"result{jax.tree_util.keystr(path)}; a compiled step may return tensors, numbers, "
+                            "strings and None in tuples, lists and dicts")
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype.kind in "fc":
+        return bool(np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True))
+    return bool(np.array_equal(a, b))
+
+
+def _common_prefix(a: tuple, b: tuple) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _fn_name(fn) -> str:
+    return getattr(fn, "name", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _params_diff(a: tuple, b: tuple) -> str:
+    da, db = dict(a), dict(b)
+    diffs = [f"{k}: {da.get(k)!r} -> {db.get(k)!r}" for k in sorted(set(da) | set(db), key=str) if da.get(k) != db.get(k)]
+    return ", ".join(diffs)

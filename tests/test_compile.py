@@ -1,0 +1,263 @@
+"""dynajax.compile: compiled training steps equal eager ones (losses, params, grads, optimizer and RNG state)."""
+import copy
+import warnings
+
+import numpy as np
+import pytest
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+from dynajax import optim
+from dynajax.ops.registry import apply, op
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((8, 6)).astype(np.float32)
+Y = RNG.integers(0, 3, 8)
+
+
+def _mlp():
+    dj.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def _make_step(model, opt, loss_fn):
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _train(model, make_opt, loss_fn, y, compiled: bool, steps: int = 10, **kw):
+    opt = make_opt(model.parameters())
+    step = _make_step(model, opt, loss_fn)
+    if compiled:
+        step = dj.compile(step, **kw)
+    x = dj.tensor(X)
+    losses = [step(x, y).item() for _ in range(steps)]
+    return losses, [p.detach().numpy() for p in model.parameters()], step
+
+
+def _assert_same(a, b, rtol=1e-5, atol=1e-6):
+    (la, pa), (lb, pb) = a[:2], b[:2]
+    np.testing.assert_allclose(la, lb, rtol=rtol, atol=atol)
+    for u, v in zip(pa, pb):
+        np.testing.assert_allclose(u, v, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("make_opt, loss", [
+    (lambda ps: optim.Adam(ps, lr=0.01), "ce"),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), "mse"),
+])
+def test_mlp_training_matches_eager(make_opt, loss):
+    if loss == "ce":
+        loss_fn, y = F.cross_entropy, dj.tensor(Y)
+    else:
+        loss_fn, y = F.mse_loss, dj.tensor(np.eye(3, dtype=np.float32)[Y])
+    eager = _train(_mlp(), make_opt, loss_fn, y, compiled=False)
+    comp = _train(_mlp(), make_opt, loss_fn, y, compiled=True)
+    _assert_same(eager, comp)
+    st = comp[2].stats
+    # SGD's first step creates momentum buffers (detached views of a clone): a new graph until it settles
+    assert st.calls == 10 and st.compiles <= 3 and st.cache_hits == 10 - st.compiles
+    assert eager[0][-1] < eager[0][0]
+
+
+def test_grads_and_optimizer_state_written_back():
+    model, model2 = _mlp(), _mlp()
+    opt, opt2 = optim.Adam(model.parameters(), lr=0.01), optim.Adam(model2.parameters(), lr=0.01)
+
+    def step(m, o, x):
+        o.zero_grad()
+        loss = (m(x) ** 2).mean()
+        loss.backward()
+        o.step()
+        return loss
+    c = dj.compile(step)
+    x = dj.tensor(X)
+    for _ in range(3):
+        step(model, opt, x)
+        c(model2, opt2, x)
+    for p, q in zip(model.parameters(), model2.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6)
+        s, t = opt.state[p], opt2.state[q]
+        for k in s:
+            np.testing.assert_allclose(np.asarray(s[k]), np.asarray(t[k]), rtol=1e-5, atol=1e-6)
+    # Adam creates its state from fresh zeros: the first step's graph is the same as the later ones
+    assert c.stats.compiles == 1 and c.stats.graph_breaks == 3 * 4  # step.item() per parameter
+
+
+def test_python_branch_on_argument_gives_two_entries():
+    w = dj.tensor([1.0, -2.0, 3.0])
+
+    @dj.compile
+    def f(x, square: bool):
+        return (x * w) ** 2 if square else (x * w).relu()
+    x = dj.tensor([0.5, 1.0, -1.0])
+    for sq in (True, False, True, False):
+        want = (x * w) ** 2 if sq else (x * w).relu()
+        np.testing.assert_allclose(f(x, sq).numpy(), want.numpy())
+    assert f.stats.compiles == 2 and f.stats.cache_hits == 2
+    assert "graph changed at op 1" in f.stats.recompile_reasons[0]
+
+
+def test_item_inside_step_is_a_graph_break():
+    model = _mlp()
+    opt = optim.SGD(model.parameters(), lr=0.1)
+
+    @dj.compile
+    def step(x):
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        scale = 2.0 if loss.item() > 1e9 else 0.5     # a Python branch on a tensor value
+        (loss * scale).backward()
+        opt.step()
+        return loss, scale
+    ref = copy.deepcopy(model)
+    ropt = optim.SGD(ref.parameters(), lr=0.1)
+    x = dj.tensor(X)
+    for _ in range(3):
+        loss, scale = step(x)
+        ropt.zero_grad()
+        rl = ref(x).pow(2).mean()
+        (rl * 0.5).backward()
+        ropt.step()
+        assert scale == 0.5
+        np.testing.assert_allclose(loss.item(), rl.item(), rtol=1e-5)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert step.stats.graph_breaks == 3 and step.stats.compiles == 1
+
+
+def test_batch_size_change_recompiles_with_explanation():
+    model = nn.Linear(6, 2)
+
+    @dj.compile(recompile_limit=2)
+    def f(x):
+        return model(x).sum()
+    f(dj.tensor(X))
+    f(dj.tensor(X[:5]))
+    assert f.stats.recompile_reasons == ["arg 'x' dim 0: 8 -> 5"]
+    with pytest.warns(UserWarning, match="recompiled 2 times"):
+        f(dj.tensor(X[:3]))
+    np.testing.assert_allclose(f(dj.tensor(X[:3])).item(), model(dj.tensor(X[:3])).sum().item(), rtol=1e-5)
+
+
+def test_cache_size_is_respected():
+    @dj.compile(cache_size=2)
+    def f(x):
+        return x.sum()
+    for n in (1, 2, 3, 1):
+        assert f(dj.ones(n)).item() == n
+    assert f.stats.compiles == 4 and len(f._cache) == 2
+
+
+def test_verify_passes_on_correct_step():
+    model = _mlp()
+    step = _make_step(model, optim.Adam(model.parameters(), lr=0.01), F.cross_entropy)
+    c = dj.compile(step, verify=True)
+    ref = _train(_mlp(), lambda ps: optim.Adam(ps, lr=0.01), F.cross_entropy, dj.tensor(Y), False, steps=3)
+    losses = [c(dj.tensor(X), dj.tensor(Y)).item() for _ in range(3)]
+    np.testing.assert_allclose(losses, ref[0], rtol=1e-5)
+    assert c.stats.compiles == 1 and c.stats.cache_hits == 2
+
+
+_calls = {"n": 0}
+
+
+@op("test_impure_scale")
+def _impure_scale(x):
+    _calls["n"] += 1          # deliberately impure: the constant depends on how often the impl is traced
+    return x * float(_calls["n"])
+
+
+_impure_scale.defvjp(lambda g, out, x: (g,))
+
+
+def test_verify_catches_a_mismatch_and_restores_state():
+    w = nn.Parameter(dj.ones(3))
+
+    @dj.compile(verify=True)
+    def step(x):
+        y = apply(_impure_scale, x * w).sum()
+        y.backward()
+        with dj.no_grad():
+            w.sub_(w.grad)
+        return y
+    before = w.detach().numpy().copy()
+    with pytest.raises(RuntimeError, match="disagree on"):
+        step(dj.ones(3))
+    np.testing.assert_array_equal(w.detach().numpy(), before)
+    assert w.grad is None
+
+
+def test_dropout_rng_and_batchnorm_stats_advance_like_eager():
+    def make():
+        dj.manual_seed(1)
+        return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+    y = dj.tensor(Y)
+    dj.manual_seed(5)
+    eager_model = make()
+    eager = _train(eager_model, lambda ps: optim.SGD(ps, lr=0.1), F.cross_entropy, y, False, steps=4)
+    key_after = np.asarray(dj.random.default_generator._key)
+    comp_model = make()
+    dj.manual_seed(5)
+    comp_model = make()
+    comp = _train(comp_model, lambda ps: optim.SGD(ps, lr=0.1), F.cross_entropy, y, True, steps=4)
+    _assert_same(eager, comp)
+    np.testing.assert_array_equal(np.asarray(dj.random.default_generator._key), key_after)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        np.testing.assert_allclose(getattr(eager_model[1], name).numpy(), getattr(comp_model[1], name).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_outer_tensor_mutation_is_functionalized():
+    counter = dj.zeros(())
+    acc = dj.zeros(3)
+
+    @dj.compile
+    def f(x):
+        counter.add_(1)
+        acc[1:].add_(x[1:])          # a write through a view into a tensor created outside
+        return x.sum()
+    for _ in range(3):
+        f(dj.tensor([1.0, 2.0, 3.0]))
+    assert counter.item() == 3
+    np.testing.assert_allclose(acc.numpy(), [0.0, 6.0, 9.0])
+
+
+def test_exception_in_step_propagates_without_state_change():
+    w = dj.tensor([1.0, 2.0])
+
+    @dj.compile
+    def f(fail):
+        w.mul_(2)
+        if fail:
+            raise KeyError("boom")
+        return w.sum()
+    assert f(False).item() == 6.0
+    with pytest.raises(KeyError, match="boom"):
+        f(True)
+    np.testing.assert_allclose(w.numpy(), [2.0, 4.0])
+
+
+def test_bad_return_value_names_its_path():
+    @dj.compile
+    def f(x):
+        return {"loss": x.sum(), "extra": [object()]}
+    with pytest.raises(TypeError, match=r"result\['extra'\]\[0\]"):
+        f(dj.ones(2))
+
+
+def test_print_inside_step(capsys):
+    @dj.compile
+    def f(x):
+        y = x * 2
+        print(y)
+        return y
+    f(dj.tensor([1.0, 2.0]))
+    assert "tensor([2., 4.])" in capsys.readouterr().out
+    assert f.stats.graph_breaks == 1
