@@ -161,8 +161,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
                 continue
             if not create_graph:
                 g = g.detach()
-            leaf.grad = g if leaf.grad is None else (leaf.grad + g if create_graph else
-                                                     T._make((leaf.grad._value + g._value)))
+            leaf.grad = g if leaf.grad is None else leaf.grad + g  # an op (not raw arrays): compile records it
 
 
 def _run_pre_hooks(node: Node, gs: list) -> list:
