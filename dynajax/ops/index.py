@@ -22,10 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
-from .._tensor import Tensor, _make, _wrap_dim, method
+from .._tensor import Tensor, _make, _wrap_dim
 from .convert import cast
 from .creation import full, tensor
-from .elementwise import broadcast_error, export, where
+from .elementwise import broadcast_error, export, where, with_out
 from .registry import apply, op
 from .shape import expand, reshape
 from .views import _broadcastable, inplace, make_view
@@ -382,14 +382,14 @@ def _dim_index(name: str, input: Tensor, dim: int, index: Tensor, exc=IndexError
 
 
 @export
-def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+def index_select(input: Tensor, dim: int, index: Tensor, *, out=None) -> Tensor:
     """The slices ``index`` (a 1-D int tensor) along ``dim``."""
     if not _is_int(index):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     d, index = _dim_index("index_select", input, dim, index)
     check_bounds([index], [_shape(input)[d] if input._value.ndim else 1],
                  _raise(IndexError, "index out of range in self"), negative=False)
-    return apply(_index, input, index, basic=(), dims=(d,), in_shape=_shape(input))
+    return with_out(apply(_index, input, index, basic=(), dims=(d,), in_shape=_shape(input)), out)
 
 
 def _check_source(name: str, input: Tensor, d: int, index: Tensor, source: Tensor, exc) -> None:
@@ -560,7 +560,7 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False,
     scalar = input._value.ndim == 0
     x, i = _as_1d(input, index)
     r = apply(_gather, x, i, dim=d, in_shape=_shape(x))
-    return reshape(r, ()) if scalar and index._value.ndim == 0 else r
+    return with_out(reshape(r, ()) if scalar and index._value.ndim == 0 else r, out)
 
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
@@ -584,6 +584,8 @@ def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, red
     ``reduce="add"``/``"multiply"`` combine instead of overwrite.
     """
     if src is None:
+        if value is None:
+            raise TypeError("scatter() needs a src tensor or a value")
         src = value
     if reduce is not None:
         if reduce not in ("add", "multiply"):
@@ -686,12 +688,12 @@ export(masked_fill, inplace_name="masked_fill_")
 
 
 @export
-def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+def masked_select(input: Tensor, mask: Tensor, *, out=None) -> Tensor:
     """The elements of ``input`` where ``mask`` is True (both broadcast), as a 1-D tensor."""
     if mask._value.dtype != np.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     x, m = _broadcast_pair(input, mask)
-    return x[m]
+    return with_out(x[m], out)
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
@@ -724,7 +726,7 @@ def nonzero(input: Tensor, *, out=None, as_tuple: bool = False):
     if as_tuple:
         return tuple(_make(jnp.asarray(p, np.int64)) for p in np.nonzero(np.atleast_1d(a)))
     pos = np.argwhere(a) if a.ndim else np.zeros((int(bool(a)), 0), np.int64)
-    return _make(jnp.asarray(pos, np.int64))
+    return with_out(_make(jnp.asarray(pos, np.int64)), out)
 
 
 @export
