@@ -137,7 +137,7 @@ class _Setup:
         return ts, gs
 
     def value(self, arrays) -> float:
-        with grad_mode.no_grad():
+        with grad_mode.enable_grad():  # the function may differentiate inside (a backward op's test)
             leaves = _tree_flatten(self.fn(*self.tensors(arrays)))[0]
         return float(sum(np.sum(_np(leaves[k]).astype(np.float64) * w) for k, w in zip(self.sel, self.ws)))
 
@@ -174,7 +174,7 @@ def check_grads(fn: Callable, inputs, order: int = 2, *, eps: float = 1e-6, rtol
     low = lower(fn, *st.tensors())
     s = st.lowered_scalar(low)
     dx = [st.arrays[i] for i in st.diff]
-    jgrads = jax.grad(s, argnums=tuple(range(len(dx))))(*dx)
+    jgrads = jax.jit(jax.grad(s, argnums=tuple(range(len(dx)))))(*dx)  # one compile, not one per jnp call
 
     def fail(what: str, k: int, a, b):
         i = st.diff[k]
@@ -206,7 +206,8 @@ def check_grads(fn: Callable, inputs, order: int = 2, *, eps: float = 1e-6, rtol
         else:
             hv = [None] * len(st.diff)
     hv = [_np(h) if h is not None else np.zeros(st.arrays[i].shape) for h, i in zip(hv, st.diff)]
-    jhv = jax.jvp(jax.grad(s, argnums=tuple(range(len(dx)))), tuple(dx), tuple(jnp.asarray(u) for u in us))[1]
+    hvp = jax.jit(lambda xs, vs: jax.jvp(jax.grad(s, argnums=tuple(range(len(dx)))), xs, vs)[1])
+    jhv = hvp(tuple(dx), tuple(jnp.asarray(u) for u in us))
     for k in range(len(st.diff)):
         if not _close(hv[k], np.asarray(jhv[k]), rtol * 10, atol * 10):
             fail("double backward (create_graph=True) vs jax Hessian-vector product", k, hv[k], jhv[k])
@@ -292,13 +293,14 @@ def _check_eqn(e, env, rng, rtol, atol) -> str | None:
             full[j] = v
         r = e.op.impl(*full, **e.params)
         return r if len(e.outs) == 1 else tuple(r[k] for k in fouts)
-    _, pull = jax.vjp(f, *[vals[j] for j in fpos])
-    jct = pull(gs[0] if len(e.outs) == 1 else tuple(gs[k] for k in fouts))
+    ct = gs[0] if len(e.outs) == 1 else tuple(gs[k] for k in fouts)
+    jct = jax.jit(lambda xs, ct: jax.vjp(f, *xs)[1](ct))([vals[j] for j in fpos], ct)
     outs = [_make(env[id(v)]) for v in e.outs]
     g_t = [_make(g) if g is not None else _make(jnp.zeros(v.shape, v.dtype)) for g, v in zip(gs, e.outs)]
     with grad_mode.no_grad():
         r = e.op.rule(g_t[0] if len(e.outs) == 1 else tuple(g_t), outs[0] if len(e.outs) == 1 else tuple(outs),
-                      *[_make(v) if isinstance(x, Var) else v for x, v in zip(e.ins, vals)], **e.params)
+                      *[_make(v, _is_float(x.dtype)) if isinstance(x, Var) else v for x, v in zip(e.ins, vals)],
+                      **e.params)
     tape = _tape_cotangents(r, e.ins, vals)
     for jj, j in enumerate(fpos):
         a = tape[j] if j < len(tape) else None
@@ -332,8 +334,7 @@ def _check_foreign(low: Lowered, item, env, rng, rtol, atol) -> str | None:
                 local[id(v)] = o
         return tuple(local[id(outs[k])] for k in fout)
     gs = [jnp.asarray(rng.standard_normal(outs[k].shape)).astype(outs[k].dtype) for k in fout]
-    _, pull = jax.vjp(f, *[env[id(ins[j])] for j in fin])
-    jct = pull(tuple(gs))
+    jct = jax.jit(lambda xs, ct: jax.vjp(f, *xs)[1](ct))([env[id(ins[j])] for j in fin], tuple(gs))
     gfull = [None] * len(node.out_meta)
     for k, g in zip(fout, gs):
         gfull[k] = _make(g)

@@ -1,0 +1,287 @@
+"""The op table: one entry per registered op, driving the generic tests in test_op_table.py.
+
+An entry names the registry op, a function of dynajax tensors that runs it through
+the public API (backward-only ops are reached by a ``create_graph`` backward of
+their parent inside the function), a sample-input generator with its domain,
+the dtypes to run, the derivative order that is checked (0: not differentiable,
+1: no double backward) and tolerances. Samples stay away from kinks (abs and
+relu at 0, clamp at its bounds, ties of max); test_op_table.py tests the kinks
+against PyTorch separately.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import dynajax as dj
+import dynajax.nn.functional as F
+
+F64, F32 = "float64", "float32"
+
+
+@dataclass
+class OpEntry:
+    name: str                      # the name in dynajax.ops.registry.OPS
+    fn: Callable                   # fn(*tensors) -> tensor(s); runs the op
+    inputs: Callable               # inputs(rng) -> list of numpy arrays (floats as float64)
+    domain: str = "normal"         # where float samples come from (documentation)
+    dtypes: tuple = (F32,)         # dtypes of the eager-vs-jit test (check_grads runs float64)
+    order: int = 2                 # derivative order checked by check_grads (0: none)
+    rtol: float | None = None      # eager-vs-jit tolerances (None: PyTorch's per-dtype defaults)
+    atol: float | None = None
+    check: dict = field(default_factory=dict)  # extra check_grads keyword arguments
+
+
+TABLE: dict[str, OpEntry] = {}
+
+
+def entry(name, fn, inputs, **kw) -> None:
+    if name in TABLE:
+        raise ValueError(f"duplicate op-table entry {name!r}")
+    TABLE[name] = OpEntry(name, fn, inputs, **kw)
+
+
+# ---------------------------------------------------------------- samplers
+def normal(*shape):
+    return lambda r: [r.standard_normal(shape)]
+
+
+def uniform(lo, hi, *shape):
+    return lambda r: [r.uniform(lo, hi, shape)]
+
+
+def away(pts, margin, *shape, lo=-2.0, hi=2.0):
+    """Uniform samples at least ``margin`` away from each point in ``pts`` (kinks, discontinuities)."""
+    def gen(r):
+        x = r.uniform(lo, hi, shape)
+        for p in pts:
+            near = np.abs(x - p) < margin
+            x = np.where(near, p + np.sign(x - p + 1e-12) * margin * (1 + r.uniform(0, 1, shape)), x)
+        return [x]
+    return gen
+
+
+def off_integers(*shape, lo=-3.0, hi=3.0):
+    """Values whose fractional part is in [0.2, 0.8] (floor/round/frac are smooth there)."""
+    return lambda r: [np.floor(r.uniform(lo, hi, shape)) + r.uniform(0.2, 0.8, shape)]
+
+
+def cat_inputs(*gens):
+    return lambda r: [a for g in gens for a in g(r)]
+
+
+def const(*arrays):
+    return lambda r: [np.array(a) for a in arrays]
+
+
+def vjp_of(f, wrt=(0,)):
+    """``fn(*inputs, g)``: the ``create_graph`` VJP of ``f`` along cotangent ``g``: runs ``f``'s backward ops."""
+    def fn(*args):
+        *xs, g = args
+        targets = [xs[i] for i in wrt]
+        for t in targets:
+            if not t.requires_grad:
+                t.requires_grad_(True)
+        gs = dj.autograd.grad(f(*xs), targets, g, create_graph=True, allow_unused=True)
+        return gs[0] if len(gs) == 1 else gs
+    return fn
+
+
+# ---------------------------------------------------------------- elementwise: unary
+S = (2, 3)
+for _n, _gen, _dom, _order in [
+    ("exp", normal(*S), "normal", 2), ("exp2", normal(*S), "normal", 2), ("expm1", normal(*S), "normal", 2),
+    ("log", uniform(0.3, 3, *S), "(0.3, 3)", 2), ("log2", uniform(0.3, 3, *S), "(0.3, 3)", 2),
+    ("log10", uniform(0.3, 3, *S), "(0.3, 3)", 2), ("log1p", uniform(-0.7, 3, *S), "(-0.7, 3)", 2),
+    ("sqrt", uniform(0.3, 3, *S), "(0.3, 3)", 2), ("rsqrt", uniform(0.3, 3, *S), "(0.3, 3)", 2),
+    ("reciprocal", away([0], 0.3, *S), "|x| > 0.3", 2), ("sin", normal(*S), "normal", 2),
+    ("cos", normal(*S), "normal", 2), ("tan", uniform(-1.2, 1.2, *S), "(-1.2, 1.2)", 2),
+    ("asin", uniform(-0.9, 0.9, *S), "(-0.9, 0.9)", 2), ("acos", uniform(-0.9, 0.9, *S), "(-0.9, 0.9)", 2),
+    ("atan", normal(*S), "normal", 2), ("sinh", normal(*S), "normal", 2), ("cosh", normal(*S), "normal", 2),
+    ("tanh", normal(*S), "normal", 2), ("asinh", normal(*S), "normal", 2),
+    ("atanh", uniform(-0.9, 0.9, *S), "(-0.9, 0.9)", 2), ("sigmoid", normal(*S), "normal", 2),
+    ("erf", normal(*S), "normal", 2), ("erfc", normal(*S), "normal", 2),
+    ("erfinv", uniform(-0.9, 0.9, *S), "(-0.9, 0.9)", 2),
+    ("lgamma", uniform(0.5, 3, *S), "(0.5, 3)", 1),  # its rule uses digamma, which has no rule
+    ("square", normal(*S), "normal", 2), ("neg", normal(*S), "normal", 2),
+    ("abs", away([0], 0.2, *S), "|x| > 0.2", 2), ("relu", away([0], 0.2, *S), "|x| > 0.2", 2),
+    ("sign", away([0], 0.2, *S), "|x| > 0.2", 2), ("floor", off_integers(*S), "frac in [.2,.8]", 2),
+    ("ceil", off_integers(*S), "frac in [.2,.8]", 2), ("trunc", off_integers(*S), "frac in [.2,.8]", 2),
+    ("frac", off_integers(*S), "frac in [.2,.8]", 2),
+]:
+    entry(_n, getattr(dj, _n), _gen, domain=_dom, order=_order)
+
+entry("digamma", dj.digamma, uniform(0.5, 3, *S), domain="(0.5, 3)", order=0)
+entry("polygamma", lambda x: dj.polygamma(1, x), uniform(0.5, 3, *S), domain="(0.5, 3)", order=1)
+entry("round", dj.round, off_integers(*S), domain="frac in [.2,.8]")
+entry("nan_to_num", dj.nan_to_num, normal(*S))
+entry("leaky_relu", lambda x: F.leaky_relu(x, 0.1), away([0], 0.2, *S), domain="|x| > 0.2")
+for _n in ("isnan", "isinf", "isfinite"):
+    entry(_n, getattr(dj, _n), const([1.0, float("nan"), float("inf"), -float("inf")]), order=0)
+entry("logical_not", dj.logical_not, lambda r: [r.uniform(size=S) > 0.5], order=0)
+entry("bitwise_not", dj.bitwise_not, lambda r: [r.integers(-5, 5, S)], order=0)
+
+
+# ---------------------------------------------------------------- elementwise: binary
+def two(gx, gy):
+    return cat_inputs(gx, gy)
+
+
+B = (2, 1)  # broadcast against S
+entry("add", lambda x, y: dj.add(x, y, alpha=2), two(normal(*S), normal(*B)))
+entry("sub", dj.sub, two(normal(*S), normal(*B)))
+entry("mul", dj.mul, two(normal(*S), normal(*B)))
+entry("div", dj.div, two(normal(*S), away([0], 0.3, *B)), domain="|y| > 0.3")
+_ratio = const([[1.3, 2.5, -3.7], [4.1, -0.4, 0.9]], [[0.7, 1.1, 2.3], [1.7, 0.3, 0.6]])  # x/y frac in (.15,.85)
+entry("floor_divide", dj.floor_divide, _ratio, domain="x/y away from integers")
+entry("div_trunc", lambda x, y: dj.div(x, y, rounding_mode="trunc"), _ratio, domain="x/y away from integers")
+entry("remainder", dj.remainder, _ratio, domain="x/y away from integers")
+entry("fmod", dj.fmod, _ratio, domain="x/y away from integers")
+entry("pow", dj.pow, two(uniform(0.5, 2, *S), uniform(-1.5, 1.5, *B)), domain="x in (0.5, 2)")
+entry("atan2", dj.atan2, two(normal(*S), away([0], 0.3, *B)))
+entry("hypot", dj.hypot, two(away([0], 0.3, *S), away([0], 0.3, *B)))
+entry("logaddexp", dj.logaddexp, two(normal(*S), normal(*B)))
+_apart = lambda r: (lambda x: [x, x + r.choice([-1, 1], S) * r.uniform(0.2, 1, S)])(r.standard_normal(S))  # noqa: E731
+entry("maximum", dj.maximum, _apart, domain="no ties")
+entry("minimum", dj.minimum, _apart, domain="no ties")
+for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
+    entry(_n, getattr(dj, _n), lambda r: (lambda x: [x, np.where(r.uniform(size=S) > 0.5, x, r.standard_normal(S))])(
+        r.standard_normal(S)), order=0)
+_bools = lambda r: [r.uniform(size=S) > 0.5, r.uniform(size=S) > 0.5]  # noqa: E731
+for _n in ("logical_and", "logical_or", "logical_xor"):
+    entry(_n, getattr(dj, _n), _bools, order=0)
+_ints = lambda r: [r.integers(-8, 8, S), r.integers(-8, 8, S)]  # noqa: E731
+for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    entry(_n, getattr(dj, _n), _ints, order=0)
+_shifts = lambda r: [r.integers(-8, 8, S), r.integers(0, 4, S)]  # noqa: E731
+entry("bitwise_left_shift", dj.bitwise_left_shift, _shifts, order=0)
+entry("bitwise_right_shift", dj.bitwise_right_shift, _shifts, order=0)
+entry("where", lambda c, x, y: dj.where(c, x, y),
+      lambda r: [r.uniform(size=S) > 0.5, r.standard_normal(S), r.standard_normal(B)])
+
+
+def _clamp_inputs(r):
+    lo, hi = r.uniform(-1, -0.2, S), r.uniform(0.2, 1, S)
+    x = np.where(r.uniform(size=S) < 0.5, lo, hi) + r.choice([-1, 1], S) * r.uniform(0.1, 0.3, S)
+    return [x, lo, hi]
+
+
+entry("clamp", dj.clamp, _clamp_inputs, domain="x at least 0.1 from either bound")
+
+
+# ---------------------------------------------------------------- shape, conversion, views
+entry("to_dtype", lambda x: x.to(dj.float32) * 1.5, normal(*S), dtypes=(F64,),
+      check=dict(eps=1e-2, fd_rtol=1e-4, fd_atol=1e-5, rtol=1e-6, atol=1e-6))
+entry("clone", dj.clone, normal(*S))
+entry("expand", lambda x: x.expand(2, 2, 3), normal(*B))
+entry("reshape", lambda x: x.reshape(3, 2), normal(*S))
+entry("permute", lambda x: x.permute(1, 0), normal(*S))
+entry("sum", lambda x: x.sum(1), normal(*S))
+entry("mean", lambda x: x.mean(0, keepdim=True), normal(*S))
+entry("sum_to_shape", lambda x: x.sum_to_size(1, 3), normal(*S))
+
+
+def _write_through_view(x, v):
+    h = x * 1.0
+    h.select(0, 0).mul_(v)  # an in-place op on a view of h writes back with view_scatter
+    return h
+
+
+entry("view_scatter", _write_through_view, two(normal(*S), normal(3)))
+
+# ---------------------------------------------------------------- indexing
+_IDX = np.array([2, 0, 2])
+entry("slice", lambda x: x[1:, ::2], normal(3, 4))
+entry("index", lambda x, i: x[i], lambda r: [r.standard_normal((3, 2)), _IDX.copy()])
+entry("index_backward", vjp_of(lambda x, i: x[i]),
+      lambda r: [r.standard_normal((3, 2)), _IDX.copy(), r.standard_normal((3, 2))])
+entry("index_put", lambda x, i, v: dj.index_put(x, (i,), v, accumulate=True),
+      lambda r: [r.standard_normal((3, 2)), _IDX.copy(), r.standard_normal((3, 2))])
+_G = np.array([[0, 2, 2], [1, 1, 0]])
+entry("gather", lambda x, i: dj.gather(x, 1, i), lambda r: [r.standard_normal((2, 3)), _G.copy()])
+entry("gather_backward", vjp_of(lambda x, i: dj.gather(x, 1, i)),
+      lambda r: [r.standard_normal((2, 3)), _G.copy(), r.standard_normal((2, 3))])
+entry("scatter", lambda x, i, s: dj.scatter_add(x, 1, i, s),
+      lambda r: [r.standard_normal((2, 3)), _G.copy(), r.standard_normal((2, 3))])
+
+# ---------------------------------------------------------------- join / reorder
+entry("cat", lambda x, y: dj.cat([x, y], 1), two(normal(2, 3), normal(2, 1)))
+entry("flip", lambda x: dj.flip(x, (0, 1)), normal(*S))
+entry("roll", lambda x: dj.roll(x, 1, 1), normal(*S))
+entry("repeat", lambda x: x.repeat(2, 1, 2), normal(*S))
+entry("repeat_interleave", lambda x: dj.repeat_interleave(x, 2, dim=1), normal(*S))
+entry("repeat_interleave_sum", vjp_of(lambda x: dj.repeat_interleave(x, 2, dim=1)),
+      lambda r: [r.standard_normal(S), r.standard_normal((2, 6))])
+entry("tril", lambda x: dj.tril(x, 0), normal(3, 3))
+entry("triu", lambda x: dj.triu(x, 1), normal(3, 3))
+entry("diagonal", lambda x: dj.diagonal(x, 1), normal(3, 4))
+entry("diag_embed", dj.diag_embed, normal(2, 3))
+
+# ---------------------------------------------------------------- reductions
+entry("amax", lambda x: dj.amax(x, 1), normal(*S), domain="no ties (continuous)")
+entry("amin", lambda x: dj.amin(x, 1), normal(*S), domain="no ties (continuous)")
+entry("max_dim", lambda x: dj.max(x, 1).values, normal(*S))
+entry("min_dim", lambda x: dj.min(x, 1).values, normal(*S))
+entry("median", dj.median, normal(*S))
+entry("nanmedian", dj.nanmedian, normal(*S))
+entry("median_dim", lambda x: dj.median(x, 1).values, normal(*S))
+entry("nanmedian_dim", lambda x: dj.nanmedian(x, 1).values, normal(*S))
+entry("kthvalue", lambda x: dj.kthvalue(x, 2, 1).values, normal(*S))
+entry("gather_along", lambda x: dj.sort(x, 1).values, normal(*S))
+entry("scatter_along", vjp_of(lambda x: dj.sort(x, 1).values), lambda r: [r.standard_normal(S),
+                                                                          r.standard_normal(S)])
+entry("argmax", lambda x: dj.argmax(x, 1), normal(*S), order=0)
+entry("argmin", lambda x: dj.argmin(x, 1), normal(*S), order=0)
+entry("argsort", lambda x: dj.argsort(x, 1), normal(*S), order=0)
+entry("searchsorted", lambda s, v: dj.searchsorted(s, v),
+      lambda r: [np.sort(r.standard_normal(5)), r.standard_normal(4)], order=0)
+entry("all", lambda x: dj.all(x, 1), lambda r: [r.uniform(size=S) > 0.3], order=0)
+entry("any", lambda x: dj.any(x, 1), lambda r: [r.uniform(size=S) > 0.7], order=0)
+entry("count_nonzero", lambda x: dj.count_nonzero(x, 1), lambda r: [r.integers(0, 2, S)], order=0)
+entry("prod", lambda x: dj.prod(x, 1), away([0], 0.3, *S), domain="|x| > 0.3")
+entry("prod_others", vjp_of(lambda x: dj.prod(x, 1)), lambda r: [
+    np.array([[0.0, 1.5, -0.7], [0.8, 1.2, -1.1]]), r.standard_normal(2)], domain="with a zero")
+entry("cumsum", lambda x: dj.cumsum(x, 1), normal(*S))
+entry("cumprod", lambda x: dj.cumprod(x, 1), away([0], 0.3, *S), domain="|x| > 0.3")
+entry("var", lambda x: dj.var(x, 1), normal(*S))
+entry("vector_norm", lambda x: dj.norm(x, dim=1), normal(*S))
+entry("logsumexp", lambda x: dj.logsumexp(x, 1), normal(*S))
+
+# ---------------------------------------------------------------- linear algebra
+entry("matmul", dj.matmul, two(normal(2, 3, 4), normal(4, 2)))
+entry("einsum", lambda a, b: dj.einsum("bij,jk->bik", a, b), two(normal(2, 3, 4), normal(4, 2)))
+
+# ---------------------------------------------------------------- nn
+entry("linear", F.linear, cat_inputs(normal(2, 3), normal(4, 3), normal(4)))
+_conv = lambda x, w: F.conv2d(x, w, padding=1)  # noqa: E731
+entry("convolution", _conv, two(normal(1, 2, 4, 4), normal(3, 2, 3, 3)))
+entry("convolution_input_grad", vjp_of(_conv, wrt=(0,)),
+      cat_inputs(normal(1, 2, 4, 4), normal(3, 2, 3, 3), normal(1, 3, 4, 4)))
+entry("convolution_weight_grad", vjp_of(_conv, wrt=(1,)),
+      cat_inputs(normal(1, 2, 4, 4), normal(3, 2, 3, 3), normal(1, 3, 4, 4)))
+entry("softmax", lambda x: F.softmax(x, 1), normal(*S))
+entry("log_softmax", lambda x: F.log_softmax(x, 1), normal(*S))
+_EMB = np.array([[0, 3], [3, 1]])
+entry("embedding", lambda i, w: F.embedding(i, w), lambda r: [_EMB.copy(), r.standard_normal((4, 2))])
+entry("embedding_dense_backward", vjp_of(lambda i, w: F.embedding(i, w), wrt=(1,)),
+      lambda r: [_EMB.copy(), r.standard_normal((4, 2)), r.standard_normal((2, 2, 2))])
+entry("one_hot", lambda i: F.one_hot(i, 4), lambda r: [_EMB.copy()], order=0)
+_pool = lambda x: F.max_pool2d(x, 2)  # noqa: E731
+entry("max_pool", _pool, normal(1, 2, 4, 4), domain="continuous (no ties)")
+entry("max_pool_backward", vjp_of(_pool), lambda r: [r.standard_normal((1, 2, 4, 4)),
+                                                     r.standard_normal((1, 2, 2, 2))])
+entry("max_pool_jvp", vjp_of(vjp_of(_pool), wrt=(1,)),
+      lambda r: [r.standard_normal((1, 2, 4, 4)), r.standard_normal((1, 2, 2, 2)), r.standard_normal((1, 2, 4, 4))])
+_pad = lambda x: F.pad(x, (1, 2), mode="reflect")  # noqa: E731
+entry("pad", _pad, normal(2, 4))
+entry("pad_backward", vjp_of(_pad), lambda r: [r.standard_normal((2, 4)), r.standard_normal((2, 7))])
+entry("pad_jvp", vjp_of(vjp_of(_pad), wrt=(1,)),
+      lambda r: [r.standard_normal((2, 4)), r.standard_normal((2, 7)), r.standard_normal((2, 4))])
+_avg = lambda x: F.avg_pool2d(x, 2)  # noqa: E731
+entry("resample", _avg, normal(1, 2, 4, 4))
+entry("resample_backward", vjp_of(_avg), lambda r: [r.standard_normal((1, 2, 4, 4)),
+                                                    r.standard_normal((1, 2, 2, 2))])
+entry("resample_jvp", vjp_of(vjp_of(_avg), wrt=(1,)),
+      lambda r: [r.standard_normal((1, 2, 4, 4)), r.standard_normal((1, 2, 2, 2)), r.standard_normal((1, 2, 4, 4))])
