@@ -392,3 +392,21 @@ def test_bounds_extrema_on_device_path():
     from dynajax.ops.index import _extrema_dev
     got = np.asarray(_extrema_dev((jnp.array([3, -1, 2]), jnp.array([[5]], dtype=jnp.int32))))
     assert got.tolist() == [[-1, 3], [5, 5]]
+
+
+def test_linear_index_ops_do_not_save_their_inputs():
+    # like PyTorch, writing to the inputs of scatter_add/setitem/gather afterwards doesn't break backward
+    grads = []
+    for m in (dj, torch):
+        x = m.tensor(X, requires_grad=True)
+        s = m.tensor(X[:2, :3].copy(), requires_grad=True)
+        a, b = x * 1, s * 1
+        y = a.scatter_add(0, m.tensor(T_IDX), b) + a.gather(1, m.tensor(G_IDX[:, :2])).sum()
+        y2 = a.clone()
+        y2[0, :3] = b[0]
+        a.add_(1)
+        b.mul_(2)
+        (y.sum() + y2.sum()).backward()
+        grads.append((x.grad, s.grad))
+    assert_close(grads[0][0], grads[1][0])
+    assert_close(grads[0][1], grads[1][1])

@@ -473,8 +473,7 @@ _gather_backward.defvjp(lambda g, out, gin, idx, *, dim, in_shape:
                         (apply(_gather, g, idx, dim=dim, in_shape=in_shape), None))
 
 
-@op("scatter")
-def _scatter(x, idx, src, *, dim, reduce, include_self, in_shape):
+def _scatter_impl(x, idx, src, *, dim, reduce, include_self, in_shape):
     at = lambda a: a.at[_grid(idx, dim)]  # noqa: E731
     src = jnp.broadcast_to(jnp.asarray(src).astype(x.dtype), idx.shape)
     if reduce is None:
@@ -491,21 +490,46 @@ def _scatter(x, idx, src, *, dim, reduce, include_self, in_shape):
     return {"prod": at(x).multiply, "amax": at(x).max, "amin": at(x).min}[reduce](src)
 
 
+# Three ops share the impl so that each rule saves only what it reads: overwriting and the
+# linear reductions need just the index; prod/amax/amin also need x, src and the output.
+_scatter = op("scatter")(_scatter_impl)
+_scatter_add = op("scatter_add")(_scatter_impl)
+_scatter_reduce = op("scatter_reduce")(_scatter_impl)
+_SCATTER_OP = {None: _scatter, "sum": _scatter_add, "mean": _scatter_add}
+
+
+def _scatter_like(t, idx, s, dim, in_shape, reduce=None, include_self=True) -> Tensor:
+    return apply(_SCATTER_OP.get(reduce, _scatter_reduce), t, idx, s, dim=dim, reduce=reduce,
+                 include_self=include_self, in_shape=in_shape)
+
+
+def _gather_like(t, idx, dim, in_shape) -> Tensor:
+    return apply(_gather, t, idx, dim=dim, in_shape=in_shape)
+
+
 @_scatter.defvjp
 def _scatter_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_shape):
+    return _scatter_like(g, idx, 0.0, dim, in_shape), None, _gather_like(g, idx, dim, in_shape)
+
+
+@_scatter_add.defvjp
+def _scatter_add_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_shape):
+    if reduce == "sum":
+        gx = g if include_self else _scatter_like(g, idx, 0.0, dim, in_shape)
+        return gx, None, _gather_like(g, idx, dim, in_shape)
+    n = _scatter_like(full(in_shape, float(include_self), dtype=g.dtype), idx, 1.0, dim, in_shape, "sum")
+    gx = g / n if include_self else where(n > 0, 0.0, g)
+    return gx, None, _gather_like(g / n.clamp(min=1), idx, dim, in_shape)
+
+
+@_scatter_reduce.defvjp
+def _scatter_reduce_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_shape):
     def gather_(t):
-        return apply(_gather, t, idx, dim=dim, in_shape=in_shape)
+        return _gather_like(t, idx, dim, in_shape)
 
     def scatter_(t, s, r=None, inc=True):
-        return apply(_scatter, t, idx, s, dim=dim, reduce=r, include_self=inc, in_shape=in_shape)
+        return _scatter_like(t, idx, s, dim, in_shape, r, inc)
 
-    if reduce is None or reduce == "sum":
-        gx = g if reduce == "sum" and include_self else scatter_(g, 0.0)
-        return gx, None, gather_(g)
-    if reduce == "mean":
-        n = scatter_(full(in_shape, float(include_self), dtype=g.dtype), 1.0, "sum")
-        gx = g / n if include_self else where(n > 0, 0.0, g)
-        return gx, None, gather_(g / n.clamp(min=1))
     if reduce == "prod":  # PyTorch's exclusive products: exact when a single factor is 0
         x1 = masked_fill(x, x == 0, 1.0)
         gx = g * scatter_(x1, src, "prod", include_self) / x1
@@ -574,7 +598,7 @@ def _scatter_apply(name, input, dim, index, src, reduce, include_self):
     x, i, s = _as_1d(input, index, src)
     if isinstance(s, Tensor) and _shape(s) != _shape(i):  # only the index-shaped corner of src is used
         s = basic_view(s, tuple((0, n, 1) for n in _shape(i)))
-    r = apply(_scatter, x, i, s, dim=d, reduce=reduce, include_self=bool(include_self), in_shape=_shape(x))
+    r = _scatter_like(x, i, s, d, _shape(x), reduce, bool(include_self))
     return reshape(r, ()) if scalar else r
 
 
