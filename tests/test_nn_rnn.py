@@ -92,3 +92,28 @@ def test_scaled_dot_product_attention():
     compare(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=dj.tensor(mask)),
             lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(mask)),
             randn(2, 2, 4), randn(2, 3, 4), randn(2, 3, 5), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU"])
+def test_packed_sequences_through_rnn(name):
+    from dynajax.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    kw = dict(num_layers=2, bidirectional=True, batch_first=True)
+    m, t = getattr(nn, name)(3, 4, **kw), getattr(torch.nn, name)(3, 4, **kw)
+    m.load_state_dict(t.state_dict())
+    x, lengths = randn(3, 5, 3), [2, 5, 3]
+    xd, xt = dj.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    pd = pack_padded_sequence(xd, lengths, batch_first=True, enforce_sorted=False)
+    pt = torch.nn.utils.rnn.pack_padded_sequence(xt, lengths, batch_first=True, enforce_sorted=False)
+    od, hd = m(pd)
+    ot, ht = t(pt)
+    assert_close(od.data, ot.data, atol=1e-6)
+    hd, ht = (hd[0], ht[0]) if name == "LSTM" else (hd, ht)
+    assert_close(hd, ht, atol=1e-6)
+    ud, ld = pad_packed_sequence(od, batch_first=True)
+    ut, lt = torch.nn.utils.rnn.pad_packed_sequence(ot, batch_first=True)
+    assert_close(ud, ut, atol=1e-6)
+    assert ld.tolist() == lt.tolist()
+    (ud.sum() + hd.sum()).backward()
+    (ut.sum() + ht.sum()).backward()
+    assert_close(xd.grad, xt.grad, atol=1e-6)
+    assert_close(m.weight_hh_l1_reverse.grad, t.weight_hh_l1_reverse.grad, atol=1e-5)

@@ -104,17 +104,33 @@ class RNNBase(Module):
         return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh")
 
     def forward(self, input, hx=None):
+        from ..utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+        if isinstance(input, PackedSequence):
+            padded, lengths = pad_packed_sequence(input)
+            out, hidden = self._run(padded, hx, lengths.tolist())
+            lens = lengths.tolist()
+            if input.sorted_indices is None:
+                return pack_padded_sequence(out, lens), hidden
+            return pack_padded_sequence(out, lens, enforce_sorted=False), hidden
+        return self._run(input, hx, None)
+
+    def _run(self, input, hx, lengths):
         from ... import stack, cat
-        batched = input.dim() == 3
+        from ...ops.creation import tensor
+        from ...ops.elementwise import where
+        batched = input.dim() == 3 or lengths is not None
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D instead")
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {input.shape[-1]}")
         x = input if batched else input.unsqueeze(1)
-        if batched and self.batch_first:
+        if batched and self.batch_first and lengths is None:
             x = x.transpose(0, 1)
         n = x.shape[1]
+        import numpy as np
+        masks = None if lengths is None else [tensor((np.asarray(lengths) > t).reshape(-1, 1))
+                                              for t in range(x.shape[0])]
         D = 2 if self.bidirectional else 1
         is_lstm = self.mode == "LSTM"
         if hx is None:
@@ -134,7 +150,11 @@ class RNNBase(Module):
                 state = (hx[0][k], hx[1][k]) if is_lstm else hx[k]
                 seq = []
                 for t in (range(len(gis) - 1, -1, -1) if d else range(len(gis))):
-                    state = step(gis[t], state, w_hh, b_hh)
+                    new = step(gis[t], state, w_hh, b_hh)
+                    if masks is not None:
+                        new = (tuple(where(masks[t], a, b) for a, b in zip(new, state)) if is_lstm
+                               else where(masks[t], new, state))
+                    state = new
                     seq.append(_hidden(state, self.mode))
                 if d:
                     seq.reverse()
@@ -146,7 +166,7 @@ class RNNBase(Module):
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         out = x
-        if batched and self.batch_first:
+        if batched and self.batch_first and lengths is None:
             out = out.transpose(0, 1)
         h = stack(h_n, 0)
         hidden = (h, stack(c_n, 0)) if is_lstm else h
