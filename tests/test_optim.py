@@ -167,3 +167,22 @@ def test_mlp_training_matches_torch_loss_curve():
             out.append(float(loss.detach()))
     np.testing.assert_allclose(ld, lt, rtol=1e-5)
     assert ld[-1] < ld[0]
+
+
+def test_lbfgs_matches_torch():
+    target = RNG.standard_normal(4)
+    res = []
+    for lib, o in ((dj, optim), (torch, torch.optim)):
+        x = lib.tensor(np.zeros(4), requires_grad=True)
+        tt = lib.tensor(target)
+        opt = o.LBFGS([x], lr=0.5, max_iter=6, history_size=3)
+
+        def closure():
+            opt.zero_grad()
+            loss = ((x - tt) ** 4).sum() + (x * x).sum()
+            loss.backward()
+            return loss
+        losses = [float(opt.step(closure).detach()) for _ in range(3)]
+        res.append((losses, x.detach().numpy().copy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-9)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-9, atol=1e-12)

@@ -7,3 +7,4 @@ from .algorithms import Adam as Adam
 from .algorithms import AdamW as AdamW
 from .algorithms import RMSprop as RMSprop
 from .optimizer import Optimizer as Optimizer
+from .lbfgs import LBFGS as LBFGS
