@@ -67,17 +67,17 @@ def _extrema_dev(vals):
     return jnp.stack([jnp.stack([v.min(), v.max()]).astype(jnp.int64) for v in vals])
 
 
-def _extrema(vals: list) -> np.ndarray:
+def _extrema(vals: list):
     """``[[min, max], ...]`` of each array, in one host read."""
-    if all(d.platform == "cpu" for v in vals for d in v.devices()):
-        return np.array([[a.min(), a.max()] for a in map(np.asarray, vals)], np.int64)
+    if all(d.platform == "cpu" for v in vals for d in v.devices()):  # host memory already: no transfer
+        return [(a.min(), a.max()) for a in map(np.asarray, vals)]
     return np.asarray(_extrema_dev(tuple(vals)))
 
 
 def check_bounds(indices, sizes, fail, negative: bool = True) -> None:
     """Call ``fail(bad_index, k)`` for the first index tensor ``k`` with a value outside
     ``[-size, size)`` (``[0, size)`` unless ``negative``)."""
-    todo = [(k, _val(t), s) for k, (t, s) in enumerate(zip(indices, sizes)) if t._value.size]
+    todo = [(k, _val(t), s) for k, (t, s) in enumerate(zip(indices, sizes)) if 0 not in t._value.shape]
     todo = [(k, v, s) for k, v, s in todo if _concrete(v)]  # under capture the values are unknown
     if not todo:
         return
@@ -125,7 +125,7 @@ def _classify(item):
         return "bool", bool(item)
     if isinstance(item, (int, np.integer)):
         return "int", int(item)
-    if isinstance(item, (list, tuple, np.ndarray)) or isinstance(item, Tensor):
+    if isinstance(item, (list, tuple, np.ndarray, jax.Array, Tensor)):
         t = _as_index_tensor(item)
         d = t._value.dtype
         if d == np.bool_ or d == np.uint8:
