@@ -177,3 +177,39 @@ def test_layer_errors():
         nn.Conv2d(3, 2, 3)(dj.zeros(1, 4, 5, 5))
     with pytest.raises(RuntimeError, match="Padding size should be less than"):
         F.pad(dj.zeros(1, 2, 3), (3, 3), mode="reflect")
+
+
+@pytest.mark.parametrize("make", [
+    lambda nn: nn.ZeroPad2d((1, 0, 2, 1)), lambda nn: nn.ConstantPad1d(2, 1.5), lambda nn: nn.ReflectionPad2d(1),
+    lambda nn: nn.ReplicationPad2d((0, 1, 1, 2)), lambda nn: nn.CircularPad2d(1),
+    lambda nn: nn.AdaptiveMaxPool2d((2, 3)), lambda nn: nn.AdaptiveMaxPool2d(1), lambda nn: nn.InstanceNorm2d(3),
+    lambda nn: nn.InstanceNorm2d(3, affine=True), lambda nn: nn.MaxPool2d(2, dilation=2, padding=1),
+])
+def test_more_image_layers(make):
+    check_module(make(nn), make(torch.nn), randn(2, 3, 5, 6))
+
+
+def test_more_losses():
+    import torch.nn.functional as TF
+    x1, x2, y = randn(4, 3), randn(4, 3), np.array([1.0, -1.0, 1.0, -1.0], np.float32)
+    s1, s2 = randn(4), randn(4)
+    compare(lambda a, b: F.margin_ranking_loss(a, b, dj.tensor(y), margin=0.3),
+            lambda a, b: TF.margin_ranking_loss(a, b, torch.tensor(y), margin=0.3), s1, s2)
+    compare(lambda a, b, c: F.triplet_margin_loss(a, b, c, swap=True),
+            lambda a, b, c: TF.triplet_margin_loss(a, b, c, swap=True), x1, x2, randn(4, 3))
+    compare(lambda a, b: F.cosine_embedding_loss(a, b, dj.tensor(y), margin=0.1),
+            lambda a, b: TF.cosine_embedding_loss(a, b, torch.tensor(y), margin=0.1), x1, x2)
+    var = np.abs(randn(4, 3)) + 0.1
+    compare(lambda a, b, v: F.gaussian_nll_loss(a, b, v, full=True),
+            lambda a, b, v: TF.gaussian_nll_loss(a, b, v, full=True), x1, x2, var)
+    cnt = np.abs(randn(4, 3)) * 3
+    compare(lambda a: F.poisson_nll_loss(a, dj.tensor(cnt), full=True),
+            lambda a: TF.poisson_nll_loss(a, torch.tensor(cnt), full=True), x1)
+    compare(lambda a: F.soft_margin_loss(a, dj.tensor(y)), lambda a: TF.soft_margin_loss(a, torch.tensor(y)), s1)
+    lab = (randn(4, 3) > 0).astype(np.float32)
+    compare(lambda a: F.multilabel_soft_margin_loss(a, dj.tensor(lab)),
+            lambda a: TF.multilabel_soft_margin_loss(a, torch.tensor(lab)), x1)
+    compare(lambda a: F.hinge_embedding_loss(a, dj.tensor(y), reduction="sum"),
+            lambda a: TF.hinge_embedding_loss(a, torch.tensor(y), reduction="sum"), s1)
+    assert_close(nn.TripletMarginLoss(margin=0.5)(dj.tensor(x1), dj.tensor(x2), dj.tensor(x1[::-1].copy())),
+                 torch.nn.TripletMarginLoss(margin=0.5)(torch.tensor(x1), torch.tensor(x2), torch.tensor(x1[::-1].copy())))

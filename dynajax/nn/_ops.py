@@ -174,6 +174,16 @@ def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
         pads.append((padding[i], max(hi, 0)))
     lead = (1,) * (x.ndim - nd)
     init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    if any(d != 1 for d in dilation):  # JAX has no VJP for dilated reduce_window max: max over strided slices
+        xp = jnp.pad(x, pads, constant_values=np.array(init, x.dtype))
+        outs = [(xp.shape[x.ndim - nd + i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                for i in range(nd)]
+        r = None
+        for offs in np.ndindex(*kernel):
+            sl = tuple(slice(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offs, dilation, outs, stride))
+            v = xp[(Ellipsis,) + sl]
+            r = v if r is None else jnp.maximum(r, v)
+        return r
     return jax.lax.reduce_window(x, np.array(init, x.dtype), jax.lax.max, lead + kernel, lead + stride, pads,
                                  window_dilation=lead + dilation)
 
@@ -248,3 +258,17 @@ def _resample_impl(x, *, specs):
 
 
 resample = linearized("resample", _resample_impl)
+
+
+def _adaptive_max_impl(x, *, out_sizes):
+    nd = len(out_sizes)
+    for i, n in enumerate(out_sizes):
+        axis = x.ndim - nd + i
+        L = x.shape[axis]
+        cells = [jnp.max(jax.lax.slice_in_dim(x, (j * L) // n, -(-((j + 1) * L) // n), axis=axis), axis=axis)
+                 for j in range(n)]
+        x = jnp.stack(cells, axis)
+    return x
+
+
+adaptive_max_pool = linearized("adaptive_max_pool", _adaptive_max_impl)

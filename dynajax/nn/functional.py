@@ -25,7 +25,9 @@ __all__ = [
     "dropout", "dropout1d", "dropout2d", "layer_norm", "batch_norm", "group_norm", "instance_norm",
     "normalize", "cosine_similarity", "pairwise_distance", "scaled_dot_product_attention",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
-    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss",
+    "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss",
+    "multilabel_soft_margin_loss", "hinge_embedding_loss", "adaptive_max_pool1d", "adaptive_max_pool2d",
 ]
 
 
@@ -209,6 +211,28 @@ def adaptive_avg_pool1d(input, output_size) -> Tensor:
 def adaptive_avg_pool2d(input, output_size) -> Tensor:
     """Average-pool the last two dims to ``output_size`` (an int, pair, or None to keep a dim)."""
     return _adaptive_avg(input, output_size, 2)
+
+
+def _adaptive_max(input, output_size, nd):
+    from ..ops.registry import apply
+    out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
+    L = input.shape[-nd:]
+    sizes = tuple(L[i] if out[i] is None else int(out[i]) for i in range(nd))
+    return apply(_ops.adaptive_max_pool, input, out_sizes=sizes)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices: bool = False) -> Tensor:
+    """Max-pool the last dim to ``output_size`` bins."""
+    if return_indices:
+        raise NotImplementedError("dynajax: adaptive_max_pool with return_indices=True is not supported yet")
+    return _adaptive_max(input, output_size, 1)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices: bool = False) -> Tensor:
+    """Max-pool the last two dims to ``output_size``."""
+    if return_indices:
+        raise NotImplementedError("dynajax: adaptive_max_pool with return_indices=True is not supported yet")
+    return _adaptive_max(input, output_size, 2)
 
 
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
@@ -802,3 +826,74 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.dim() else 1)
     return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), _reduction(size_average, reduce, reduction))
+
+
+def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
+                        swap: bool = False, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm distance."""
+    d_ap = pairwise_distance(anchor, positive, p, eps)
+    d_an = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_an = _ew.minimum(d_an, pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + d_ap - d_an).clamp(min=0.0), _reduction(size_average, reduce, reduction))
+
+
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos`` for target 1, ``max(0, cos - margin)`` for target -1."""
+    eps = 1e-12
+    prod = (input1 * input2).sum(-1)
+    denom = (((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)).sqrt()
+    cos = prod / denom
+    loss = _ew.where(target == 1, 1 - cos, 0.0) + _ew.where(target == -1, (cos - margin).clamp(min=0.0), 0.0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """``0.5 * (log(var) + (input - target)^2 / var)`` (+ constant when ``full``)."""
+    if isinstance(var, Tensor) and tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+    var = _no_grad_clamp_min(var, eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """Poisson negative log-likelihood (``input`` is the log-rate when ``log_input``)."""
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        safe = _ew.where(target > 1, target, 1.0)
+        stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
+        loss = loss + _ew.where(target > 1, stirling, 0.0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))``."""
+    return _reduce(softplus(-target * input), _reduction(size_average, reduce, reduction))
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction: str = "mean") -> Tensor:
+    """Per-class binary logistic loss, averaged over classes."""
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss.sum(-1) / input.shape[-1], _reduction(size_average, reduce, reduction))
+
+
+def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """``input`` for target 1, ``max(0, margin - input)`` for target -1."""
+    loss = _ew.where(target != 1, (margin - input).clamp(min=0.0), 0.0) + _ew.where(target != -1, input, 0.0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))

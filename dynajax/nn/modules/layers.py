@@ -325,6 +325,24 @@ class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
+class AdaptiveMaxPool1d(AdaptiveAvgPool1d):
+    """Max-pool the last dim to ``output_size`` bins."""
+
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
+    """Max-pool the last two dims to ``output_size``."""
+
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
 class Upsample(Module):
     """Resize spatial dims (see ``functional.interpolate``)."""
 
@@ -470,6 +488,33 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None) -> None:
+        if track_running_stats:
+            raise NotImplementedError("dynajax: InstanceNorm with track_running_stats=True is not supported yet")
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        unbatched = input.dim() == self._unbatched_ndim
+        x = input.unsqueeze(0) if unbatched else input
+        y = F.instance_norm(x, None, None, self.weight, self.bias, True, self.momentum or 0.0, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Normalize each (sample, channel) of (N, C, L) over L."""
+    _unbatched_ndim = 2
+    _check_input_dim = _dim_checker((2, 3), "2D or 3D")
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Normalize each (sample, channel) of (N, C, H, W) over H, W."""
+    _unbatched_ndim = 3
+    _check_input_dim = _dim_checker((3, 4), "3D or 4D")
 
 
 # ---------------------------------------------------------------- dropout

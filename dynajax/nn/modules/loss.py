@@ -110,6 +110,46 @@ class KLDivLoss(_Loss):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
+def _loss_module(name: str, fn, options: tuple, doc: str):
+    """Declare a loss module holding ``options`` ((name, default) pairs) and ``reduction``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        _Loss.__init__(self, kwargs.pop("size_average", None), kwargs.pop("reduce", None),
+                       kwargs.pop("reduction", "mean"))
+        vals = dict(options)
+        vals.update(zip([k for k, _ in options], args))
+        for k, v in kwargs.items():
+            if k not in vals:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+            vals[k] = v
+        for k, v in vals.items():
+            setattr(self, k, v)
+
+    def forward(self, *inputs):
+        return fn(*inputs, **{k: getattr(self, k) for k, _ in options}, reduction=self.reduction)
+
+    return type(name, (_Loss,), {"__init__": __init__, "forward": forward, "__doc__": doc})
+
+
+MarginRankingLoss = _loss_module("MarginRankingLoss", F.margin_ranking_loss, (("margin", 0.0),),
+                                 "``max(0, -y * (x1 - x2) + margin)``.")
+TripletMarginLoss = _loss_module("TripletMarginLoss", F.triplet_margin_loss,
+                                 (("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False)),
+                                 "``max(d(a, p) - d(a, n) + margin, 0)``.")
+CosineEmbeddingLoss = _loss_module("CosineEmbeddingLoss", F.cosine_embedding_loss, (("margin", 0.0),),
+                                   "Cosine similarity loss for target 1 / -1 pairs.")
+GaussianNLLLoss = _loss_module("GaussianNLLLoss", F.gaussian_nll_loss, (("full", False), ("eps", 1e-6)),
+                               "Gaussian negative log-likelihood with predicted variance.")
+PoissonNLLLoss = _loss_module("PoissonNLLLoss", F.poisson_nll_loss,
+                              (("log_input", True), ("full", False), ("eps", 1e-8)),
+                              "Poisson negative log-likelihood.")
+SoftMarginLoss = _loss_module("SoftMarginLoss", F.soft_margin_loss, (), "``log(1 + exp(-y * x))``.")
+MultiLabelSoftMarginLoss = _loss_module("MultiLabelSoftMarginLoss", F.multilabel_soft_margin_loss,
+                                        (("weight", None),), "Per-class logistic loss, averaged over classes.")
+HingeEmbeddingLoss = _loss_module("HingeEmbeddingLoss", F.hinge_embedding_loss, (("margin", 1.0),),
+                                  "``x`` for y = 1, ``max(0, margin - x)`` for y = -1.")
+
+
 class CosineSimilarity(Module):
     """Cosine similarity along ``dim``."""
 
