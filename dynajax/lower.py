@@ -28,6 +28,7 @@ import numpy as np
 from . import _tensor
 from ._tensor import Tensor, _make
 from .autograd import grad_mode
+from .autograd.engine import _collect
 from .ops import registry
 
 __all__ = ["Lowered", "lower", "lower_graph"]
@@ -43,7 +44,7 @@ class Var:
     def __init__(self, name, shape, dtype, kind, live=False, value=None, where=None):
         self.name, self.shape, self.dtype, self.kind = name, tuple(shape), np.dtype(dtype), kind
         self.live = live      # depends differentiably on an input or parameter
-        self.value = value    # the array of a constant (or a parameter's recorded value)
+        self.value = value    # the array of a constant
         self.where = where    # (filename, lineno) of the user line that created it
 
     def type_str(self) -> str:
@@ -118,7 +119,8 @@ class Lowered:
     ``fn(*args, *param_arrays)`` takes the recorded call's arguments with every
     tensor replaced by a jax array (non-tensor arguments are the recorded static
     values) and, optionally, the arrays of ``params`` in order; without them the
-    parameters' current values are used. Calling the ``Lowered`` itself runs a
+    parameters' current values are read (under ``jax.jit`` that read happens once,
+    at trace time: pass them explicitly when they change between calls). Calling the ``Lowered`` itself runs a
     jitted ``fn`` on dynajax tensors and returns tensors.
 
     >>> low = dynajax.lower(lambda x: (x * x).sum(), dynajax.ones(3))
@@ -154,8 +156,10 @@ class Lowered:
                 elif not _same_static(leaf, v.value):
                     raise ValueError(f"lowered function was recorded with the static argument {v.value!r}, got "
                                      f"{leaf!r}; a different Python value needs a new recording")
-            for k, v in enumerate(self._param_vars):
-                env[id(v)] = self._check_arg(v, params[k]) if params is not None else v.value
+            if params is None:
+                params = self.param_values()
+            for v, p in zip(self._param_vars, params):
+                env[id(v)] = self._check_arg(v, p)
             return self._evaluate(env)
         fn.__name__ = f"lowered_{self.name}"
         fn.__doc__ = f"Pure JAX function lowered from {self.name}."
@@ -172,7 +176,8 @@ class Lowered:
                              f"dtype needs a new recording (call dynajax.lower again)")
         return a
 
-    def _evaluate(self, env: dict, keep: dict | None = None):
+    def _evaluate(self, env: dict):
+        """Run the ops on ``env`` ({id(Var): array}, filled in with every value) and return the outputs."""
         def val(x):
             if isinstance(x, Lit):
                 return x.value
@@ -184,8 +189,6 @@ class Lowered:
             outs = e.run([val(x) for x in e.ins])
             for v, o in zip(e.outs, outs):
                 env[id(v)] = o
-        if keep is not None:
-            keep.update(env)
         return jax.tree_util.tree_unflatten(self._out_tree, [val(x) for x in self._out_leaves])
 
     def param_values(self) -> tuple:
@@ -198,120 +201,24 @@ class Lowered:
             statics = [i for i, x in enumerate(args) if not _has_array(x)]
             self._jitted = jax.jit(self.fn, static_argnums=tuple(statics))
         arrays = jax.tree_util.tree_map(lambda x: x.detach()._value if isinstance(x, Tensor) else x, args)
-        out = self._jitted(*arrays)
+        out = self._jitted(*arrays, *self.param_values())  # explicit: a jit would bake stale values in
         return jax.tree_util.tree_map(lambda a: _make(a) if isinstance(a, jax.Array) else a, out)
 
-    # ------------------------------------------------------------ printing
-    def _vars_in_order(self):
-        ins = [v for v in self._in_leaves if isinstance(v, Var)]
-        consts, seen = [], set()
-        for e in self.eqns:
-            for x in e.ins:
-                if isinstance(x, Var) and x.kind == "const" and id(x) not in seen:
-                    seen.add(id(x))
-                    consts.append(x)
-        for x in self._out_leaves:
-            if isinstance(x, Var) and x.kind == "const" and id(x) not in seen:
-                seen.add(id(x))
-                consts.append(x)
-        return ins, consts
-
+    # ------------------------------------------------------------ printing (dynajax.viz formats)
     def __str__(self) -> str:
-        ins, consts = self._vars_in_order()
-        lines = [f"lowered {self.name}({', '.join(map(repr, ins))})"]
-        if self._param_vars:
-            lines.append(f"  params: {', '.join(map(repr, self._param_vars))}")
-        for c in consts:
-            lines.append(f"  {c!r} = {_const_str(c.value)}" + (f"    # {_where_str(c.where)}" if c.where else ""))
-        body = []
-        for e in self.eqns:
-            lhs = ", ".join(map(repr, e.outs))
-            args = [x.name if isinstance(x, Var) else repr(x.value) for x in e.ins]
-            args += [f"{k}={_param_str(v)}" for k, v in e.params.items() if not _redundant(e, k, v)]
-            body.append((f"  {lhs} = {e.label}({', '.join(args)})", _where_str(e.where)))
-        width = max([len(b[0]) for b in body] + [0])
-        width = min(width, 80)
-        for code, where in body:
-            lines.append(f"{code:<{width}}    # {where}" if where else code)
-        outs = [x.name if isinstance(x, Var) else repr(x.value) for x in self._out_leaves]
-        lines.append(f"  return {', '.join(outs)}")
-        return "\n".join(lines)
+        from .viz import listing
+        return listing(self)
 
     __repr__ = __str__
 
     def print(self, file=None) -> None:
-        """Print the one-line-per-op listing (see ``str(lowered)``)."""
+        """Print the one-line-per-op listing: names, shapes, dtypes, static params, source line."""
         print(str(self), file=file)
 
     def to_dot(self) -> str:
-        """Graphviz DOT text of the graph: inputs, parameters, constants, ops and outputs."""
-        ins, consts = self._vars_in_order()
-        out = ["digraph lowered {", '  rankdir=TB; node [fontname="Helvetica", fontsize=10];']
-
-        def q(s):
-            return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
-        for v in ins:
-            out.append(f"  {q(v.name)} [shape=ellipse, style=filled, fillcolor=lightblue, "
-                       f"label={q(f'{v.name}: {v.type_str()}')}];")
-        for v in self._param_vars:
-            out.append(f"  {q(v.name)} [shape=ellipse, style=filled, fillcolor=orange, "
-                       f"label={q(f'{v.name}: {v.type_str()}')}];")
-        for v in consts:
-            out.append(f"  {q(v.name)} [shape=ellipse, style=filled, fillcolor=lightgrey, "
-                       f"label={q(f'{v.name} = {_const_str(v.value)}')}];")
-        for k, e in enumerate(self.eqns):
-            nid = f"op{k}"
-            res = ", ".join(v.type_str() for v in e.outs)
-            tip = _where_str(e.where)
-            out.append(f"  {nid} [shape=box, style=rounded, label={q(f'{e.label}  -> {res}')}, tooltip={q(tip)}];")
-            for j, x in enumerate(e.ins):
-                if isinstance(x, Var):
-                    out.append(f"  {q(_dot_src(x, self.eqns))} -> {nid};")
-            for v in e.outs:
-                pass
-        for j, x in enumerate(self._out_leaves):
-            if isinstance(x, Var):
-                out.append(f"  out{j} [shape=doubleoctagon, style=filled, fillcolor=palegreen, "
-                           f"label={q(f'output {j}: {x.type_str()}')}];")
-                out.append(f"  {q(_dot_src(x, self.eqns))} -> out{j};")
-        out.append("}")
-        return "\n".join(out)
-
-
-def _dot_src(v: Var, eqns) -> str:
-    if v.kind != "op":
-        return v.name
-    for k, e in enumerate(eqns):
-        if any(o is v for o in e.outs):
-            return f"op{k}"
-    return v.name
-
-
-def _const_str(a) -> str:
-    a = np.asarray(a)
-    if a.size <= 4:
-        return np.array2string(a, precision=4, separator=", ").replace("\n", "")
-    return f"<{_short_dtype(a.dtype)}[{','.join(map(str, a.shape))}] constant>"
-
-
-def _redundant(e: Eqn, k: str, v) -> bool:
-    """Static params the listing can leave out: a dtype equal to the result's, a shape equal to the input's."""
-    try:
-        if k == "dtype":
-            return np.dtype(v) == e.outs[0].dtype
-        if k in ("shape", "in_shape"):
-            first = next((x for x in e.ins if isinstance(x, Var)), None)
-            return first is not None and tuple(v) == first.shape
-    except TypeError:
-        return False
-    return False
-
-
-def _param_str(v) -> str:
-    if isinstance(v, np.dtype) or isinstance(v, type) and issubclass(v, np.generic):
-        return _short_dtype(v)
-    s = repr(v)
-    return s if len(s) <= 40 else s[:37] + "..."
+        """Graphviz DOT text of the graph (render it with ``dynajax.viz.draw``)."""
+        from .viz import to_dot
+        return to_dot(self)
 
 
 def _same_static(a, b) -> bool:
@@ -374,8 +281,7 @@ class _Tracer:
             v = Var(self.fresh("c"), a._value.shape, a._value.dtype, "const", value=a._value, where=_user_frame())
             self.bind(a, v)
         else:
-            v = Var(self.fresh("p"), a._value.shape, a._value.dtype, "param", live=_is_float(a._value.dtype),
-                    value=a._value)
+            v = Var(self.fresh("p"), a._value.shape, a._value.dtype, "param", live=_is_float(a._value.dtype))
             self.params.append((v, a))
             self.bind(a, v)
         fn = a.grad_fn
@@ -642,7 +548,7 @@ def lower_graph(outputs, inputs=None, allow_unused: bool = False) -> Lowered:
         v = Var(f"in{i}", t._value.shape, t._value.dtype, "input", live=True)
         key_to_var[k] = v
         in_vars.append(v)
-    nodes = _graph_nodes(roots, key_to_var)
+    nodes = _collect(roots, key_to_var)[::-1]  # creation order
     params, param_vars, consts = {}, [], {}
     used = set()
     eqns = []
@@ -667,7 +573,7 @@ def lower_graph(outputs, inputs=None, allow_unused: bool = False) -> Lowered:
             k = (id(fn), idx)
             v = key_to_var.get(k)
             if v is None and idx < 0:
-                v = Var(f"p{len(param_vars)}", fn._value.shape, fn._value.dtype, "param", live=True, value=fn._value)
+                v = Var(f"p{len(param_vars)}", fn._value.shape, fn._value.dtype, "param", live=True)
                 param_vars.append(v)
                 params[v.name] = fn
                 key_to_var[k] = v
@@ -715,28 +621,12 @@ def _graph_leaves(roots: Sequence) -> list:
         if idx < 0 and id(fn) not in seen:
             seen.add(id(fn))
             leaves.append(fn)
-    for n in _graph_nodes(roots, {}):
+    for n in _collect(roots):
         for e in n.edges:
             if e is not None and e[1] < 0 and id(e[0]) not in seen:
                 seen.add(id(e[0]))
                 leaves.append(e[0])
     return leaves
-
-
-def _graph_nodes(roots: Sequence, stop: dict) -> list:
-    """Recorded Nodes between ``roots`` and the ``stop`` keys, in creation order."""
-    seen, stack, nodes = set(), [fn for fn, idx in roots if idx >= 0 and (id(fn), idx) not in stop], []
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        nodes.append(n)
-        for e in n.edges:
-            if e is not None and e[1] >= 0 and (id(e[0]), e[1]) not in stop and id(e[0]) not in seen:
-                stack.append(e[0])
-    nodes.sort(key=lambda n: n.seq)
-    return nodes
 
 
 def example_values(lowered: Lowered, *args) -> dict:
@@ -746,7 +636,7 @@ def example_values(lowered: Lowered, *args) -> dict:
     for leaf, v in zip(leaves, lowered._in_leaves):
         if isinstance(v, Var):
             env[id(v)] = leaf.detach()._value if isinstance(leaf, Tensor) else jnp.asarray(leaf)
-    for v in lowered._param_vars:
-        env[id(v)] = v.value
-    lowered._evaluate(env, keep=env)
+    for v, p in zip(lowered._param_vars, lowered.param_values()):
+        env[id(v)] = p
+    lowered._evaluate(env)
     return env

@@ -1,14 +1,17 @@
-"""Pictures of recorded graphs: ``draw(tensor_or_lowered, path)`` via Graphviz."""
+"""Readable graphs: the one-line-per-op listing of a lowered graph, Graphviz DOT
+text, and ``draw(tensor_or_lowered, path)`` to render it with Graphviz."""
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
 
-from ._tensor import Tensor
-from .lower import Lowered, lower_graph
+import numpy as np
 
-__all__ = ["draw", "to_dot"]
+from ._tensor import Tensor
+from .lower import Eqn, Lowered, Var, _short_dtype, _where_str, lower_graph
+
+__all__ = ["draw", "listing", "to_dot"]
 
 _INSTALL = ("Graphviz's `dot` program was not found on PATH, so {path!r} cannot be rendered. Install Graphviz "
             "(apt-get install graphviz, brew install graphviz or conda install graphviz), or write DOT text "
@@ -26,9 +29,99 @@ def _as_lowered(obj) -> Lowered:
     raise TypeError(f"draw expects a Tensor with a recorded graph or a Lowered, got {type(obj).__name__}")
 
 
+def _constants(low: Lowered) -> list:
+    """Baked constants in order of first use."""
+    consts, seen = [], set()
+    for x in [x for e in low.eqns for x in e.ins] + list(low._out_leaves):
+        if isinstance(x, Var) and x.kind == "const" and id(x) not in seen:
+            seen.add(id(x))
+            consts.append(x)
+    return consts
+
+
+def _const_str(a) -> str:
+    a = np.asarray(a)
+    if a.size <= 4:
+        return np.array2string(a, precision=4, separator=", ").replace("\n", "")
+    return f"<{_short_dtype(a.dtype)}[{','.join(map(str, a.shape))}] constant>"
+
+
+def _redundant(e: Eqn, k: str, v) -> bool:
+    """Static params the listing leaves out: a dtype equal to the result's, a shape equal to the input's."""
+    try:
+        if k == "dtype":
+            return np.dtype(v) == e.outs[0].dtype
+        if k in ("shape", "in_shape"):
+            first = next((x for x in e.ins if isinstance(x, Var)), None)
+            return first is not None and tuple(v) == first.shape
+    except TypeError:
+        return False
+    return False
+
+
+def _param_str(v) -> str:
+    if isinstance(v, np.dtype) or isinstance(v, type) and issubclass(v, np.generic):
+        return _short_dtype(v)
+    s = repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def listing(low: Lowered) -> str:
+    """One line per op: ``t3: f32[2,3] = mul(x, w)    # model.py:12  h = x * w``.
+
+    The header names the inputs and parameters with their types; baked
+    constants follow; the last line says which values are returned.
+    """
+    ins = [v for v in low._in_leaves if isinstance(v, Var)]
+    lines = [f"lowered {low.name}({', '.join(map(repr, ins))})"]
+    if low._param_vars:
+        lines.append(f"  params: {', '.join(map(repr, low._param_vars))}")
+    for c in _constants(low):
+        lines.append(f"  {c!r} = {_const_str(c.value)}" + (f"    # {_where_str(c.where)}" if c.where else ""))
+    body = []
+    for e in low.eqns:
+        args = [x.name if isinstance(x, Var) else repr(x.value) for x in e.ins]
+        args += [f"{k}={_param_str(v)}" for k, v in e.params.items() if not _redundant(e, k, v)]
+        body.append((f"  {', '.join(map(repr, e.outs))} = {e.label}({', '.join(args)})", _where_str(e.where)))
+    width = min(max([len(code) for code, _ in body] + [0]), 80)
+    lines += [f"{code:<{width}}    # {where}" if where else code for code, where in body]
+    lines.append(f"  return {', '.join(x.name if isinstance(x, Var) else repr(x.value) for x in low._out_leaves)}")
+    return "\n".join(lines)
+
+
+def _q(s) -> str:
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def to_dot(obj) -> str:
-    """Graphviz DOT text for a tensor's recorded graph or a :class:`~dynajax.lower.Lowered`."""
-    return _as_lowered(obj).to_dot()
+    """Graphviz DOT text for a tensor's recorded graph or a :class:`~dynajax.lower.Lowered`:
+    inputs (blue), parameters (orange), constants (grey), ops (boxes, source line as tooltip), outputs (green)."""
+    low = _as_lowered(obj)
+    out = ["digraph lowered {", '  rankdir=TB; node [fontname="Helvetica", fontsize=10];']
+    for v, color in [(v, "lightblue") for v in low._in_leaves if isinstance(v, Var)] + \
+                    [(v, "orange") for v in low._param_vars]:
+        out.append(f"  {_q(v.name)} [shape=ellipse, style=filled, fillcolor={color}, "
+                   f"label={_q(f'{v.name}: {v.type_str()}')}];")
+    for v in _constants(low):
+        out.append(f"  {_q(v.name)} [shape=ellipse, style=filled, fillcolor=lightgrey, "
+                   f"label={_q(f'{v.name} = {_const_str(v.value)}')}];")
+    producer = {}
+    for k, e in enumerate(low.eqns):
+        res = ", ".join(v.type_str() for v in e.outs)
+        out.append(f"  op{k} [shape=box, style=rounded, label={_q(f'{e.label} -> {res}')}, "
+                   f"tooltip={_q(_where_str(e.where))}];")
+        for x in e.ins:
+            if isinstance(x, Var):
+                out.append(f"  {producer.get(id(x), _q(x.name))} -> op{k};")
+        for v in e.outs:
+            producer[id(v)] = f"op{k}"
+    for j, x in enumerate(low._out_leaves):
+        if isinstance(x, Var):
+            out.append(f"  out{j} [shape=doubleoctagon, style=filled, fillcolor=palegreen, "
+                       f"label={_q(f'output {j}: {x.type_str()}')}];")
+            out.append(f"  {producer.get(id(x), _q(x.name))} -> out{j};")
+    out.append("}")
+    return "\n".join(out)
 
 
 def draw(obj, path: str) -> str:

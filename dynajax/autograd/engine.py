@@ -53,9 +53,10 @@ def _sz(shape) -> str:
     return f"torch.Size([{', '.join(str(s) for s in shape)}])"
 
 
-def _collect(roots: Sequence) -> list:
-    """All Nodes reachable from the root edges, highest sequence number first."""
-    seen, stack = set(), [fn for fn, idx in roots if idx >= 0]
+def _collect(roots: Sequence, stop=()) -> list:
+    """All Nodes reachable from the root edges (not past the ``(id(node), idx)`` keys in ``stop``),
+    highest sequence number first."""
+    seen, stack = set(), [fn for fn, idx in roots if idx >= 0 and (id(fn), idx) not in stop]
     nodes = []
     while stack:
         n = stack.pop()
@@ -64,7 +65,7 @@ def _collect(roots: Sequence) -> list:
         seen.add(id(n))
         nodes.append(n)
         for e in n.edges:
-            if e is not None and e[1] >= 0 and id(e[0]) not in seen:
+            if e is not None and e[1] >= 0 and id(e[0]) not in seen and (id(e[0]), e[1]) not in stop:
                 stack.append(e[0])
     nodes.sort(key=lambda n: n.seq, reverse=True)
     return nodes
