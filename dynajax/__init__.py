@@ -66,3 +66,9 @@ def can_cast(from_: dtype, to: dtype) -> bool:
 def numel(input: Tensor) -> int:
     return input.numel()
 from .compile import compile as compile  # noqa: E402
+from .lower import lower as lower  # noqa: E402
+from .lower import lower_graph as lower_graph  # noqa: E402
+from .lower import Lowered as Lowered  # noqa: E402
+from . import func as func  # noqa: E402
+from . import testing as testing  # noqa: E402
+from . import viz as viz  # noqa: E402
