@@ -152,10 +152,15 @@ class Capture:
         return self.nvars - 1
 
     def _input(self, arr) -> int:
-        """Var of array ``arr`` as an executable input (one input per distinct array)."""
-        pos = self.in_of.get(id(arr))
+        """Var of array ``arr`` as a new executable input.
+
+        Two tensors sharing one array are two inputs: whether arrays are shared changes from step to
+        step (an output written to two tensors), and the graph should not (dual mode maps arrays to
+        vars by identity, so there one array is one input)."""
+        pos = self.in_of.get(id(arr)) if self.dual else None
         if pos is None:
-            pos = self.in_of[id(arr)] = len(self.inputs)
+            pos = len(self.inputs)
+            self.in_of.setdefault(id(arr), pos)
             self.inputs.append(arr)
             self.in_vars.append(self._new_var())
             self.in_avals.append((tuple(arr.shape), np.dtype(arr.dtype)))

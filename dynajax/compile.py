@@ -317,13 +317,16 @@ def _donatable(cap: Capture, targets: dict, input_vars: dict) -> tuple:
 
 
 def _unshare(cap: Capture, donate: tuple) -> None:
-    """Pass a copy for a donated input whose array something outside the step still holds (arrays are
-    shared freely: ``deepcopy``, ``tensor(t)``, ...); donating it would delete it under that holder."""
+    """Pass a copy for a donated input whose array is also held elsewhere -- by another input, or by
+    something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
+    donating it would delete it under that holder."""
     held = collections.Counter(id(arr) for _, arr, _, _ in cap.adopted)
-    extra = 3  # cap.inputs, the local ``a`` and getrefcount's argument
+    n_in = collections.Counter(id(arr) for arr in cap.inputs)
     for i in donate:
         a = cap.inputs[i]
-        if sys.getrefcount(a) > extra + held[id(a)]:
+        # references: each slot in cap.inputs, each adoption record, the local ``a``, getrefcount's argument
+        if n_in[id(a)] > 1 or sys.getrefcount(a) > 2 + n_in[id(a)] + held[id(a)]:
+            n_in[id(a)] -= 1
             cap.inputs[i] = jnp.copy(a)
 
 

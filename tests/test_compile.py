@@ -61,8 +61,8 @@ def test_mlp_training_matches_eager(make_opt, loss):
     comp = _train(_mlp(), make_opt, loss_fn, y, compiled=True)
     _assert_same(eager, comp)
     st = comp[2].stats
-    # SGD's first step creates momentum buffers (detached views of a clone): a new graph until it settles
-    assert st.calls == 10 and st.compiles <= 3 and st.cache_hits == 10 - st.compiles
+    # SGD's first step creates its momentum buffers (a different graph); Adam's starts from zeros (the same)
+    assert st.calls == 10 and st.compiles == (1 if loss == "ce" else 2) and st.cache_hits == 10 - st.compiles
     assert eager[0][-1] < eager[0][0]
 
 
