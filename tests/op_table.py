@@ -203,8 +203,13 @@ _G = np.array([[0, 2, 2], [1, 1, 0]])
 entry("gather", lambda x, i: dj.gather(x, 1, i), lambda r: [r.standard_normal((2, 3)), _G.copy()])
 entry("gather_backward", vjp_of(lambda x, i: dj.gather(x, 1, i)),
       lambda r: [r.standard_normal((2, 3)), _G.copy(), r.standard_normal((2, 3))])
-entry("scatter", lambda x, i, s: dj.scatter_add(x, 1, i, s),
+_PERM = np.array([[2, 0, 1], [1, 2, 0]])  # scatter without duplicates: which write wins is unspecified
+entry("scatter", lambda x, i, s: dj.scatter(x, 1, i, s),
+      lambda r: [r.standard_normal((2, 3)), _PERM.copy(), r.standard_normal((2, 3))])
+entry("scatter_add", lambda x, i, s: dj.scatter_add(x, 1, i, s),
       lambda r: [r.standard_normal((2, 3)), _G.copy(), r.standard_normal((2, 3))])
+entry("scatter_reduce", lambda x, i, s: dj.scatter_reduce(x, 1, i, s, "amax"),
+      lambda r: [r.standard_normal((2, 3)), _G.copy(), r.standard_normal((2, 3))], domain="continuous (no ties)")
 
 # ---------------------------------------------------------------- join / reorder
 entry("cat", lambda x, y: dj.cat([x, y], 1), two(normal(2, 3), normal(2, 1)))
@@ -285,3 +290,9 @@ entry("resample_backward", vjp_of(_avg), lambda r: [r.standard_normal((1, 2, 4, 
                                                     r.standard_normal((1, 2, 2, 2))])
 entry("resample_jvp", vjp_of(vjp_of(_avg), wrt=(1,)),
       lambda r: [r.standard_normal((1, 2, 4, 4)), r.standard_normal((1, 2, 2, 2)), r.standard_normal((1, 2, 4, 4))])
+_amax = lambda x: F.adaptive_max_pool2d(x, (2, 3))  # noqa: E731
+entry("adaptive_max_pool", _amax, normal(1, 2, 4, 5), domain="continuous (no ties)")
+entry("adaptive_max_pool_backward", vjp_of(_amax), lambda r: [r.standard_normal((1, 2, 4, 5)),
+                                                              r.standard_normal((1, 2, 2, 3))])
+entry("adaptive_max_pool_jvp", vjp_of(vjp_of(_amax), wrt=(1,)),
+      lambda r: [r.standard_normal((1, 2, 4, 5)), r.standard_normal((1, 2, 2, 3)), r.standard_normal((1, 2, 4, 5))])
