@@ -167,3 +167,61 @@ def test_state_dict_is_detached_and_keep_vars():
     sd = m.state_dict()
     assert not sd["weight"].requires_grad
     assert m.state_dict(keep_vars=True)["weight"] is m.weight
+
+
+def test_full_backward_hooks():
+    m = nn.Linear(3, 2)
+    x = dj.ones(4, 3, requires_grad=True)
+    m(x).sum().backward()
+    plain = x.grad.clone()
+    seen = []
+    m.register_full_backward_pre_hook(lambda mod, go: seen.append(("pre", tuple(go[0].shape))))
+    h = m.register_full_backward_hook(
+        lambda mod, gi, go: seen.append(("post", gi[0] is None, tuple(go[0].shape))) or
+        ((gi[0] * 2,) if gi[0] is not None else None))
+    x.grad = None
+    m(x).sum().backward()
+    assert_close(x.grad, plain * 2)
+    m(dj.ones(4, 3)).sum().backward()
+    assert seen == [("pre", (4, 2)), ("post", False, (4, 2)), ("pre", (4, 2)), ("post", True, (4, 2))]
+    h.remove()
+    x.grad = None
+    m(x).sum().backward()
+    assert_close(x.grad, plain)
+
+
+def test_checkpoint_matches_plain_and_replays_dropout():
+    from dynajax.utils.checkpoint import checkpoint, checkpoint_sequential
+    m = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Tanh(), nn.Linear(4, 2))
+    x = dj.randn(5, 3, requires_grad=True)
+    dj.manual_seed(0)
+    checkpoint(m, x, use_reentrant=False).sum().backward()
+    g1 = [p.grad.clone() for p in m.parameters()] + [x.grad.clone()]
+    m.zero_grad()
+    x.grad = None
+    dj.manual_seed(0)
+    m(x).sum().backward()
+    for a, b in zip(g1, [p.grad for p in m.parameters()] + [x.grad]):
+        assert_close(a, b)
+    m.eval()
+    m.zero_grad()
+    checkpoint_sequential(m, 2, dj.randn(5, 3)).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+
+
+@pytest.mark.filterwarnings("ignore:.*weight_norm. is deprecated")
+def test_weight_norm_matches_torch():
+    t = torch.nn.utils.weight_norm(torch.nn.Linear(3, 2))
+    m = nn.utils.weight_norm(nn.Linear(3, 2))
+    assert list(m.state_dict()) == list(t.state_dict())
+    m.load_state_dict(t.state_dict())
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    yd, yt = m(dj.tensor(x)), t(torch.tensor(x))
+    assert_close(yd, yt)
+    yd.sum().backward()
+    yt.sum().backward()
+    assert_close(m.weight_g.grad, t.weight_g.grad)
+    assert_close(m.weight_v.grad, t.weight_v.grad)
+    nn.utils.remove_weight_norm(m)
+    assert isinstance(m.weight, nn.Parameter) and sorted(m.state_dict()) == ["bias", "weight"]
+    assert_close(m(dj.tensor(x)), yt)

@@ -1,2 +1,3 @@
 """``dynajax.utils``: ``data`` loading utilities, as ``torch.utils``."""
+from . import checkpoint as checkpoint
 from . import data as data

@@ -74,6 +74,8 @@ class Module:
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_hooks_with_kwargs"] = set()
         d["_forward_pre_hooks_with_kwargs"] = set()
+        d["_backward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
 
     forward: Callable
 
@@ -93,7 +95,13 @@ class Module:
                 r = hook(self, args)
                 if r is not None:
                     args = r if isinstance(r, tuple) else (r,)
+        bw = self._backward_hooks or self._backward_pre_hooks
+        if bw:
+            state = _HookState(self)
+            args = _wrap_inputs(state, args)
         out = self.forward(*args, **kwargs)
+        if bw:
+            out = _wrap_outputs(state, out)
         for hid, hook in list(self._forward_hooks.items()):
             r = hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs else hook(self, args, out)
             if r is not None:
@@ -109,6 +117,17 @@ class Module:
                               always_call: bool = False):
         """``hook(module, args, output)`` runs after ``forward``; it may return a new output."""
         return self._add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend: bool = False):
+        """``hook(module, grad_input, grad_output)`` runs when the gradients w.r.t. the module's inputs are
+        computed; it may return new ``grad_input``."""
+        return self._add_hook(self._backward_hooks, set(), hook, prepend, False)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False):
+        """``hook(module, grad_output)`` runs when the gradients w.r.t. the outputs arrive; it may return new ones."""
+        return self._add_hook(self._backward_pre_hooks, set(), hook, prepend, False)
+
+    register_backward_hook = register_full_backward_hook
 
     @staticmethod
     def _add_hook(hooks: OrderedDict, kw: set, hook, prepend: bool, with_kwargs: bool) -> RemovableHandle:
@@ -483,6 +502,80 @@ class Module:
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
+
+
+class _HookState:
+    def __init__(self, module: Module) -> None:
+        self.module, self.grad_output, self.n_inputs, self.inputs_tracked = module, None, 0, False
+
+
+def _call_backward_hooks(state: _HookState, grad_input: tuple) -> tuple:
+    for hook in list(state.module._backward_hooks.values()):
+        r = hook(state.module, grad_input, state.grad_output)
+        if r is not None:
+            grad_input = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    return grad_input
+
+
+def _hook_function(name: str, on_backward):
+    from ...autograd.function import Function
+
+    def forward(ctx, state, *tensors):
+        ctx.state = state
+        return tensors if len(tensors) != 1 else tensors[0]
+
+    def backward(ctx, *grads):
+        return (None,) + tuple(on_backward(ctx.state, grads))
+    return type(name, (Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
+def _on_inputs_backward(state, grads):
+    return _call_backward_hooks(state, tuple(grads))
+
+
+def _on_outputs_backward(state, grads):
+    grads = tuple(grads)
+    for hook in list(state.module._backward_pre_hooks.values()):
+        r = hook(state.module, grads)
+        if r is not None:
+            grads = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    state.grad_output = grads
+    if not state.inputs_tracked and state.module._backward_hooks:
+        _call_backward_hooks(state, (None,) * state.n_inputs)
+    return grads
+
+
+_InputsHook = _hook_function("BackwardHookFunction", _on_inputs_backward)
+_OutputsHook = _hook_function("BackwardHookFunction", _on_outputs_backward)
+
+
+def _wrap_inputs(state: _HookState, args: tuple) -> tuple:
+    idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    state.n_inputs = len(idx)
+    tracked = [i for i in idx if args[i].requires_grad]
+    if not tracked or not grad_mode.state.enabled:
+        return args
+    state.inputs_tracked = True
+    new = _InputsHook.apply(state, *[args[i] for i in idx])
+    new = new if isinstance(new, tuple) else (new,)
+    out = list(args)
+    for i, t in zip(idx, new):
+        out[i] = t
+    return tuple(out)
+
+
+def _wrap_outputs(state: _HookState, out):
+    single = isinstance(out, Tensor)
+    outs = (out,) if single else out
+    if not isinstance(outs, tuple) or not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+        return out
+    idx = [i for i, o in enumerate(outs) if isinstance(o, Tensor)]
+    new = _OutputsHook.apply(state, *[outs[i] for i in idx])
+    new = new if isinstance(new, tuple) else (new,)
+    res = list(outs)
+    for i, t in zip(idx, new):
+        res[i] = t
+    return res[0] if single else tuple(res)
 
 
 def _size_str(shape) -> str:

@@ -7,7 +7,8 @@ from ..._tensor import Tensor
 from ...autograd import grad_mode
 from . import rnn as rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "rnn",
+           "weight_norm", "remove_weight_norm"]
 
 
 def _params(parameters) -> list:
@@ -67,3 +68,54 @@ def vector_to_parameters(vec: Tensor, parameters) -> None:
         n = p.numel()
         _fill(p, vec[i:i + n].detach().reshape(p.shape))
         i += n
+
+
+def _norm_except_dim(v: Tensor, dim: int) -> Tensor:
+    if dim == -1:
+        return (v * v).sum().sqrt()
+    dims = [d for d in range(v.dim()) if d != dim % v.dim()]
+    return (v * v).sum(dims, keepdim=True).sqrt()
+
+
+class _WeightNorm:
+    def __init__(self, name: str, dim: int) -> None:
+        self.name, self.dim = name, dim
+
+    def compute(self, module) -> Tensor:
+        g, v = getattr(module, self.name + "_g"), getattr(module, self.name + "_v")
+        return v * (g / _norm_except_dim(v, self.dim))
+
+    def __call__(self, module, inputs) -> None:
+        object.__setattr__(module, self.name, self.compute(module))
+
+
+def weight_norm(module, name: str = "weight", dim: int = 0):
+    """Reparameterize ``module.<name>`` as ``g * v / ||v||`` (parameters ``<name>_g`` and ``<name>_v``)."""
+    from ..parameter import Parameter
+    for h in module._forward_pre_hooks.values():
+        if isinstance(h, _WeightNorm) and h.name == name:
+            raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter {name}")
+    dim = -1 if dim is None else dim
+    fn = _WeightNorm(name, dim)
+    w = getattr(module, name)
+    del module._parameters[name]
+    module.register_parameter(name + "_g", Parameter(_norm_except_dim(w.detach(), dim)))
+    module.register_parameter(name + "_v", Parameter(w.detach()))
+    object.__setattr__(module, name, fn.compute(module))
+    module._weight_norm_handle = module.register_forward_pre_hook(fn)
+    return module
+
+
+def remove_weight_norm(module, name: str = "weight"):
+    """Undo :func:`weight_norm`: ``<name>`` becomes a plain Parameter again."""
+    from ..parameter import Parameter
+    for k, h in list(module._forward_pre_hooks.items()):
+        if isinstance(h, _WeightNorm) and h.name == name:
+            with grad_mode.no_grad():
+                w = h.compute(module)
+            del module._forward_pre_hooks[k]
+            del module._parameters[name + "_g"], module._parameters[name + "_v"]
+            module.__dict__.pop(name, None)
+            module.register_parameter(name, Parameter(w))
+            return module
+    raise ValueError(f"weight_norm of '{name}' not found in {module}")
