@@ -122,3 +122,20 @@ def test_transforms_compose_and_the_tape_differentiates_through_them():
     g = func.grad(lambda y: (y.sin() ** 2).sum())(x)
     g.sum().backward()
     assert_close(x.grad, to_torch(2 * np.cos(2 * X)))
+
+
+def test_per_example_gradients_of_an_nn_model_equal_loop_of_backward():
+    dj.manual_seed(0)
+    model = dj.nn.Sequential(dj.nn.Linear(3, 4), dj.nn.Tanh(), dj.nn.Linear(4, 1)).double()
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    xs, ys = to_dj(RNG.standard_normal((5, 3))), to_dj(RNG.standard_normal(5))
+
+    def loss(p, x, y):
+        out = func.functional_call(model, p, (x.unsqueeze(0),))
+        return ((out.squeeze() - y) ** 2)
+    per_example = func.vmap(func.grad(loss), in_dims=(None, 0, 0))(params, xs, ys)
+    for i in range(5):
+        model.zero_grad()
+        ((model(xs[i:i + 1]).squeeze() - ys[i]) ** 2).backward()
+        for k, p in model.named_parameters():
+            assert_close(per_example[k][i], p.grad)
