@@ -120,7 +120,8 @@ class Capture:
     # ------------------------------------------------------------ entering / leaving
     def __enter__(self) -> "Capture":
         if getattr(_state, "cap", None) is not None:
-            raise RuntimeError("dynajax.compile: a compiled step called another compiled step; compile the outer one only")
+            raise RuntimeError("dynajax.compile: a compiled step called another compiled step; "
+                               "compile the outer one only")
         _state.cap = self
         born = self.born
         orig_init = _tensor._init

@@ -22,7 +22,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -195,7 +195,8 @@ class Compiled:
             want = np.asarray(obj._key if kind == "g" else obj.detach()._value)
             if got.shape != want.shape or not _close(got, want):
                 name = self._name_of(obj, cap)
-                err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))) if got.shape == want.shape else None
+                err = (np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+                       if got.shape == want.shape else None)
                 _restore(cap)
                 raise RuntimeError(f"dynajax.compile(verify=True): the compiled step and the eager step disagree on "
                                    f"{name} {list(want.shape)} (max abs difference {err}). Something in the step "
@@ -386,5 +387,6 @@ def _fn_name(fn) -> str:
 
 def _params_diff(a: tuple, b: tuple) -> str:
     da, db = dict(a), dict(b)
-    diffs = [f"{k}: {da.get(k)!r} -> {db.get(k)!r}" for k in sorted(set(da) | set(db), key=str) if da.get(k) != db.get(k)]
+    diffs = [f"{k}: {da.get(k)!r} -> {db.get(k)!r}" for k in sorted(set(da) | set(db), key=str)
+             if da.get(k) != db.get(k)]
     return ", ".join(diffs)

@@ -1,6 +1,5 @@
 """dynajax.compile: compiled training steps equal eager ones (losses, params, grads, optimizer and RNG state)."""
 import copy
-import warnings
 
 import numpy as np
 import pytest
