@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..parameter import Parameter
 from .. import functional as F
-from .module import Module
+from .module import Module, bind_options
 
 
 def _activation(name: str, fn, params: tuple = (), inplace: bool = False, doc: str = ""):
@@ -13,15 +13,7 @@ def _activation(name: str, fn, params: tuple = (), inplace: bool = False, doc: s
     def __init__(self, *args, **kwargs) -> None:
         Module.__init__(self)
         spec = list(params) + ([("inplace", False)] if inplace else [])
-        if len(args) > len(spec):
-            raise TypeError(f"{name}() takes at most {len(spec)} arguments")
-        vals = dict(spec)
-        vals.update(zip([p for p, _ in spec], args))
-        for k, v in kwargs.items():
-            if k not in vals:
-                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
-            vals[k] = v
-        for k, v in vals.items():
+        for k, v in bind_options(name, spec, args, kwargs).items():
             setattr(self, k, v)
 
     def forward(self, input):

@@ -138,7 +138,50 @@ class ModuleList(Module):
         return lines
 
 
-class ModuleDict(Module):
+class _DictAccess:
+    """Mapping methods over the registry named by ``_store`` ("_modules" or "_parameters")."""
+
+    _store = "_modules"
+
+    def _d(self) -> dict:
+        return self.__dict__[self._store]
+
+    def __getitem__(self, key: str):
+        return self._d()[key]
+
+    def __delitem__(self, key: str) -> None:
+        del self._d()[key]
+
+    def __len__(self) -> int:
+        return len(self._d())
+
+    def __iter__(self):
+        return iter(self._d())
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._d()
+
+    def keys(self):
+        return self._d().keys()
+
+    def values(self):
+        return self._d().values()
+
+    def items(self):
+        return self._d().items()
+
+    def pop(self, key: str):
+        return self._d().pop(key)
+
+    def clear(self) -> None:
+        self._d().clear()
+
+    def update(self, values) -> None:
+        for k, v in (values.items() if hasattr(values, "items") else values):
+            self[k] = v
+
+
+class ModuleDict(_DictAccess, Module):
     """A dict of modules whose parameters are registered."""
 
     def __init__(self, modules=None) -> None:
@@ -146,43 +189,8 @@ class ModuleDict(Module):
         if modules is not None:
             self.update(modules)
 
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
-
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
-
-    def __delitem__(self, key: str) -> None:
-        del self._modules[key]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
-
-    def items(self):
-        return self._modules.items()
-
-    def pop(self, key: str) -> Module:
-        return self._modules.pop(key)
-
-    def clear(self) -> None:
-        self._modules.clear()
-
-    def update(self, modules) -> None:
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self[k] = m
 
 
 class ParameterList(Module):
@@ -212,37 +220,18 @@ class ParameterList(Module):
         return self
 
 
-class ParameterDict(Module):
+class ParameterDict(_DictAccess, Module):
     """A dict of Parameters."""
+
+    _store = "_parameters"
 
     def __init__(self, parameters=None) -> None:
         super().__init__()
-        for k, v in (parameters.items() if hasattr(parameters, "items") else parameters or ()):
-            self[k] = v
-
-    def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
+        if parameters is not None:
+            self.update(parameters)
 
     def __setitem__(self, key: str, value) -> None:
         self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
-
-    def __len__(self) -> int:
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def values(self):
-        return self._parameters.values()
-
-    def items(self):
-        return self._parameters.items()
 
 
 class Identity(Module):

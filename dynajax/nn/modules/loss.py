@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import functional as F
-from .module import Module
+from .module import Module, bind_options
 
 
 class _Loss(Module):
@@ -116,13 +116,7 @@ def _loss_module(name: str, fn, options: tuple, doc: str):
     def __init__(self, *args, **kwargs) -> None:
         _Loss.__init__(self, kwargs.pop("size_average", None), kwargs.pop("reduce", None),
                        kwargs.pop("reduction", "mean"))
-        vals = dict(options)
-        vals.update(zip([k for k, _ in options], args))
-        for k, v in kwargs.items():
-            if k not in vals:
-                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
-            vals[k] = v
-        for k, v in vals.items():
+        for k, v in bind_options(name, options, args, kwargs).items():
             setattr(self, k, v)
 
     def forward(self, *inputs):

@@ -31,6 +31,19 @@ class RemovableHandle:
         self.remove()
 
 
+def bind_options(cls_name: str, spec, args: tuple, kwargs: dict) -> dict:
+    """Bind constructor ``args``/``kwargs`` to ``spec`` ((name, default) pairs) like a Python signature."""
+    if len(args) > len(spec):
+        raise TypeError(f"{cls_name}() takes at most {len(spec)} arguments ({len(args)} given)")
+    vals = dict(spec)
+    vals.update(zip([k for k, _ in spec], args))
+    for k, v in kwargs.items():
+        if k not in vals:
+            raise TypeError(f"{cls_name}() got an unexpected keyword argument '{k}'")
+        vals[k] = v
+    return vals
+
+
 def _addindent(s: str, n: int) -> str:
     lines = s.split("\n")
     if len(lines) == 1:

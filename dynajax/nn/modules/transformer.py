@@ -117,6 +117,24 @@ def _activation_fn(activation):
     return activation
 
 
+def _build_layer(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                 norm_first, bias, f, cross: bool) -> None:
+    """Create the submodules of an encoder (or, with ``cross``, decoder) layer in PyTorch's order."""
+    self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **f)
+    if cross:
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first, **f)
+    self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **f)
+    self.dropout = Dropout(dropout)
+    self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **f)
+    self.norm_first = norm_first
+    for i in range(1, 4 if cross else 3):
+        setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **f))
+    for i in range(1, 4 if cross else 3):
+        setattr(self, f"dropout{i}", Dropout(dropout))
+    self.activation = _activation_fn(activation)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with residual, dropout and LayerNorm (post- or pre-norm)."""
 
@@ -124,17 +142,8 @@ class TransformerEncoderLayer(Module):
                  activation="relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
-        f = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **f)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **f)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **f)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **f)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **f)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = _activation_fn(activation)
+        _build_layer(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                     norm_first, bias, {"device": device, "dtype": dtype}, cross=False)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
@@ -160,21 +169,8 @@ class TransformerDecoderLayer(Module):
                  activation="relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
-        f = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **f)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first, **f)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **f)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **f)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **f)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **f)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **f)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation_fn(activation)
+        _build_layer(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                     norm_first, bias, {"device": device, "dtype": dtype}, cross=True)
 
     def _sa_block(self, x, mask, kpm, is_causal=False):
         return self.dropout1(self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=kpm, need_weights=False,
