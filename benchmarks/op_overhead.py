@@ -24,11 +24,8 @@ def per_call_us(fn, number: int, repeat: int) -> float:
     return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--number", type=int, default=2000)
-    args = ap.parse_args()
+def _measure(repeat: int, number: int) -> list:
+    """(op, jax.jit, dj eager, dj +grad, torch, torch +grad) per-call microseconds, per op."""
     try:
         import torch
     except ImportError:
@@ -42,16 +39,34 @@ def main() -> None:
     for name, jf, df in (("add", jit_add, lambda x: x + x), ("matmul", jit_mm, lambda x: x @ x)):
         if name == "matmul" and not hasattr(dj.Tensor, "__matmul__"):
             continue
-        t_jax = per_call_us(lambda: jf(ja, ja), args.number, args.repeat)
-        t_dj = per_call_us(lambda: df(da), args.number, args.repeat)
-        t_djg = per_call_us(lambda: df(dg), args.number, args.repeat)
+        t_jax = per_call_us(lambda: jf(ja, ja), number, repeat)
+        t_dj = per_call_us(lambda: df(da), number, repeat)
+        t_djg = per_call_us(lambda: df(dg), number, repeat)
         t_pt = t_ptg = float("nan")
         if torch is not None:
             ta, tg = torch.from_numpy(a_np), torch.from_numpy(a_np).requires_grad_()
-            t_pt = per_call_us(lambda: df(ta), args.number, args.repeat)
-            t_ptg = per_call_us(lambda: df(tg), args.number, args.repeat)
+            t_pt = per_call_us(lambda: df(ta), number, repeat)
+            t_ptg = per_call_us(lambda: df(tg), number, repeat)
         rows.append((name, t_jax, t_dj, t_djg, t_pt, t_ptg))
+    return rows
 
+
+def run(repeat: int = 7, number: int = 2000) -> list[dict]:
+    """Rows for benchmarks/run_all.py: per-call microseconds of one 8x8 op (no compiled variant)."""
+    out = []
+    for name, tj, td, tg, tp, tpg in _measure(repeat, number):
+        common = {"unit": "us/call", "dynajax_compiled": None, "jax": tj}
+        out.append({"workload": f"{name} 8x8 f32, no grad", "dynajax_eager": td, "torch": tp, **common})
+        out.append({"workload": f"{name} 8x8 f32, requires_grad", "dynajax_eager": tg, "torch": tpg, **common})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--number", type=int, default=2000)
+    args = ap.parse_args()
+    rows = _measure(args.repeat, args.number)
     print(f"8x8 float32, median of {args.repeat} x {args.number} calls, microseconds per call")
     print(f"{'op':8} {'jax.jit':>8} {'dj eager':>9} {'dj +grad':>9} {'torch':>7} {'torch+grad':>10} "
           f"{'dj/jit':>7} {'dj+g/jit':>9} {'dj/torch':>9} {'dj+g/torch+g':>13}")
