@@ -117,3 +117,17 @@ def test_packed_sequences_through_rnn(name):
     (ut.sum() + ht.sum()).backward()
     assert_close(xd.grad, xt.grad, atol=1e-6)
     assert_close(m.weight_hh_l1_reverse.grad, t.weight_hh_l1_reverse.grad, atol=1e-5)
+
+
+def test_full_transformer_matches_torch():
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=16, dropout=0.0,
+              batch_first=True)
+    m, t = nn.Transformer(**kw), torch.nn.Transformer(**kw)
+    assert list(m.state_dict()) == list(t.state_dict())
+    m.load_state_dict(t.state_dict())
+    src, tgt = randn(2, 4, 8), randn(2, 3, 8)
+    md = nn.Transformer.generate_square_subsequent_mask(3)
+    assert_close(md, torch.nn.Transformer.generate_square_subsequent_mask(3))
+    assert_close(m(dj.tensor(src), dj.tensor(tgt), tgt_mask=md),
+                 t(torch.tensor(src), torch.tensor(tgt), tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(3)),
+                 atol=1e-5)

@@ -108,4 +108,5 @@ from .modules.padding import ReplicationPad2d as ReplicationPad2d
 from .modules.padding import ReplicationPad3d as ReplicationPad3d
 from .modules.padding import CircularPad1d as CircularPad1d
 from .modules.padding import CircularPad2d as CircularPad2d
+from .modules.transformer import Transformer as Transformer
 from . import utils as utils
