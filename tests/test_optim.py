@@ -116,6 +116,13 @@ SCHEDULERS = [
     ("ConstantLR", dict(factor=0.5, total_iters=3)),
     ("OneCycleLR", dict(max_lr=1.0, total_steps=12)),
     ("OneCycleLR", dict(max_lr=[1.0, 2.0], total_steps=12, three_phase=True, anneal_strategy="linear")),
+    ("PolynomialLR", dict(total_iters=6, power=2.0)),
+    ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.01)),
+    ("SequentialLR", dict(schedulers=lambda o, opt: [o.lr_scheduler.LinearLR(opt, 0.1, total_iters=3),
+                                                    o.lr_scheduler.ExponentialLR(opt, 0.8),
+                                                    o.lr_scheduler.CosineAnnealingLR(opt, 4)], milestones=[3, 6])),
+    ("ChainedScheduler", dict(schedulers=lambda o, opt: [o.lr_scheduler.ConstantLR(opt, 0.5, total_iters=2),
+                                                        o.lr_scheduler.ExponentialLR(opt, 0.9)])),
 ]
 
 
@@ -125,7 +132,11 @@ def test_schedulers_match_torch(name, kw):
     for lib, o in ((dj, optim), (torch, torch.optim)):
         ps = [lib.zeros(1, requires_grad=True), lib.zeros(1, requires_grad=True)]
         opt = o.SGD([{"params": [ps[0]]}, {"params": [ps[1]], "lr": 0.2}], lr=0.1, momentum=0.9)
-        sched = getattr(o.lr_scheduler, name)(opt, **kw)
+        kwo = {k: (v(o, opt) if k == "schedulers" else v) for k, v in kw.items()}
+        if name == "ChainedScheduler":
+            sched = o.lr_scheduler.ChainedScheduler(kwo["schedulers"])
+        else:
+            sched = getattr(o.lr_scheduler, name)(opt, **kwo)
         seq = []
         for _ in range(11):
             opt.step()

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR",
-           "MultiplicativeLR", "LinearLR", "ConstantLR", "OneCycleLR", "ReduceLROnPlateau"]
+           "MultiplicativeLR", "LinearLR", "ConstantLR", "OneCycleLR", "ReduceLROnPlateau", "PolynomialLR",
+           "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -23,6 +25,9 @@ class LRScheduler:
                                    "optimizer")
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self) -> None:
         self._step_count = 0
         self.step()
 
@@ -87,6 +92,10 @@ class MultiStepLR(LRScheduler):
             return self._current()
         return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._current()]
 
+    def _get_closed_form_lr(self) -> list:
+        ms = sorted(self.milestones.elements())
+        return [b * self.gamma ** bisect_right(ms, self.last_epoch) for b in self.base_lrs]
+
 
 class ExponentialLR(LRScheduler):
     """Multiply lr by ``gamma`` every epoch."""
@@ -99,6 +108,9 @@ class ExponentialLR(LRScheduler):
         if self.last_epoch == 0:
             return self._current()
         return [lr * self.gamma for lr in self._current()]
+
+    def _get_closed_form_lr(self) -> list:
+        return [b * self.gamma ** self.last_epoch for b in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -118,6 +130,10 @@ class CosineAnnealingLR(LRScheduler):
             return [lr + (b - lo) * (1 - math.cos(math.pi / T)) / 2 for b, lr in zip(self.base_lrs, self._current())]
         return [(1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) * (lr - lo) + lo
                 for lr in self._current()]
+
+    def _get_closed_form_lr(self) -> list:
+        return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for b in self.base_lrs]
 
 
 class LambdaLR(LRScheduler):
@@ -166,6 +182,10 @@ class LinearLR(LRScheduler):
             return self._current()
         return [lr * (1.0 + (f - s) / (n * s + (e - 1) * (f - s))) for lr in self._current()]
 
+    def _get_closed_form_lr(self) -> list:
+        s, f, n = self.start_factor, self.end_factor, self.total_iters
+        return [b * (s + (f - s) * min(n, self.last_epoch) / n) for b in self.base_lrs]
+
 
 class ConstantLR(LRScheduler):
     """Multiply lr by ``factor`` until epoch ``total_iters``."""
@@ -182,6 +202,111 @@ class ConstantLR(LRScheduler):
         if self.last_epoch != self.total_iters:
             return self._current()
         return [lr * (1.0 / self.factor) for lr in self._current()]
+
+    def _get_closed_form_lr(self) -> list:
+        return [b * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)) for b in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay lr to 0 over ``total_iters`` epochs as ``(1 - t/T) ** power``."""
+
+    def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1) -> None:
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        e, n = self.last_epoch, self.total_iters
+        if e == 0 or e > n:
+            return self._current()
+        f = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [lr * f for lr in self._current()]
+
+    def _get_closed_form_lr(self) -> list:
+        return [b * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+                for b in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing restarted every ``T_0`` epochs (period multiplied by ``T_mult`` after each restart)."""
+
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1) -> None:
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for b in self.base_lrs]
+
+    def step(self, epoch=None) -> None:
+        """Advance one (possibly fractional) epoch, restarting the cosine when a period ends."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        elif epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** n
+        else:
+            self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self._step_count += 1
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = self._current()
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers`` one after another, switching at the epochs in ``milestones``."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1) -> None:
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                             f"number of milestones to be equal to {len(milestones)}")
+        self._schedulers, self._milestones = list(schedulers), list(milestones)
+        self.last_epoch, self.optimizer = last_epoch + 1, optimizer
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        for sch in self._schedulers:
+            sch.last_epoch -= 1
+        self._schedulers[0]._initial_step()
+        self._last_lr = self._schedulers[0].get_last_lr()
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        i = bisect_right(self._milestones, self.last_epoch)
+        sch = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch:
+            sch.step(0)
+        else:
+            sch.step()
+        self._last_lr = sch.get_last_lr()
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers together every epoch (their effects multiply)."""
+
+    def __init__(self, schedulers, optimizer=None) -> None:
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer or self._schedulers[0].optimizer
+        self._last_lr = self._current()
+
+    def step(self) -> None:
+        for sch in self._schedulers:
+            sch.step()
+        self._last_lr = self._current()
 
 
 class OneCycleLR(LRScheduler):
