@@ -37,6 +37,11 @@ CASES = [
     ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)),
     ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1)),
     ("Adadelta", dict(lr=1.0, weight_decay=0.01)),
+    ("Adamax", dict(lr=0.01, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("RAdam", dict(lr=0.01, betas=(0.9, 0.5), decoupled_weight_decay=True, weight_decay=0.1)),
 ]
 
 

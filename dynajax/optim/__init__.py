@@ -4,6 +4,9 @@ from .algorithms import SGD as SGD
 from .algorithms import Adadelta as Adadelta
 from .algorithms import Adagrad as Adagrad
 from .algorithms import Adam as Adam
+from .algorithms import Adamax as Adamax
+from .algorithms import NAdam as NAdam
+from .algorithms import RAdam as RAdam
 from .algorithms import AdamW as AdamW
 from .algorithms import RMSprop as RMSprop
 from .optimizer import Optimizer as Optimizer

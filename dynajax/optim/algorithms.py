@@ -195,3 +195,108 @@ class Adadelta(Optimizer):
         delta = (acc + eps).sqrt() / (sq + eps).sqrt() * grad
         set_(acc, acc * rho + delta * delta * (1 - rho))
         p.add_(delta, alpha=-group["lr"])
+
+
+class _AdamFamily(Optimizer):
+    """Shared setup of Adamax, NAdam and RAdam: step, first and second moment state."""
+
+    _second = "exp_avg_sq"
+
+    def __init__(self, params, defaults: dict) -> None:
+        lr, eps, wd, betas = defaults["lr"], defaults["eps"], defaults["weight_decay"], defaults["betas"]
+        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0), "weight_decay value": (wd, 0.0)})
+        for i in range(2):
+            if not 0.0 <= betas[i] < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
+        super().__init__(params, defaults)
+
+    def _moments(self, p, grad, state, group):
+        """Update the first moment (and init state); returns (step, grad after weight decay)."""
+        if not state:
+            state["step"] = tensor(0.0)
+            if "momentum_decay" in group:
+                state["mu_product"] = tensor(1.0)
+            state["exp_avg"] = zeros_like(p)
+            state[self._second] = zeros_like(p)
+        step = self._step(state)
+        wd = group["weight_decay"]
+        if group.get("decoupled_weight_decay") and wd:
+            p.mul_(1 - group["lr"] * wd)
+        elif wd:
+            grad = _decay(grad, p, wd)
+        m = state["exp_avg"]
+        set_(m, m + (grad - m) * (1 - group["betas"][0]))
+        return step, grad
+
+    def _second_moment(self, grad, state, b2: float):
+        v = state["exp_avg_sq"]
+        return set_(v, v * b2 + grad * grad * (1 - b2))
+
+
+class Adamax(_AdamFamily):
+    """Adam with an infinity-norm second moment."""
+
+    _second = "exp_inf"
+
+    def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
+                 foreach=None, *, maximize: bool = False, differentiable: bool = False, capturable: bool = False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def _update(self, p, grad, state, group) -> None:
+        step, grad = self._moments(p, grad, state, group)
+        b1, b2 = group["betas"]
+        u = state["exp_inf"]
+        set_(u, (u * b2).maximum(grad.abs() + group["eps"]))
+        p.add_(state["exp_avg"] / u, alpha=-group["lr"] / (1 - b1 ** step))
+
+
+class NAdam(_AdamFamily):
+    """Adam with Nesterov momentum (and PyTorch's momentum decay schedule)."""
+
+    def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
+                 momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False) -> None:
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
+
+    def _update(self, p, grad, state, group) -> None:
+        step, grad = self._moments(p, grad, state, group)
+        b1, b2 = group["betas"]
+        lr, md = group["lr"], group["momentum_decay"]
+        mu = b1 * (1.0 - 0.5 * 0.96 ** (step * md))
+        mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * md))
+        state["mu_product"].mul_(mu)
+        prod = float(state["mu_product"].item())
+        v = self._second_moment(grad, state, b2)
+        denom = (v / (1 - b2 ** step)).sqrt() + group["eps"]
+        p.add_(grad / denom, alpha=-lr * (1.0 - mu) / (1.0 - prod))
+        p.add_(state["exp_avg"] / denom, alpha=-lr * mu_next / (1.0 - prod * mu_next))
+
+
+class RAdam(_AdamFamily):
+    """Rectified Adam: plain momentum SGD until the variance estimate is reliable."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
+                 decoupled_weight_decay: bool = False, *, foreach=None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False) -> None:
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                                      foreach=foreach, capturable=capturable, differentiable=differentiable))
+
+    def _update(self, p, grad, state, group) -> None:
+        step, grad = self._moments(p, grad, state, group)
+        b1, b2 = group["betas"]
+        v = self._second_moment(grad, state, b2)
+        bc2 = 1 - b2 ** step
+        m_hat = state["exp_avg"] / (1 - b1 ** step)
+        rho_inf = 2 / (1 - b2) - 1
+        rho_t = rho_inf - 2 * step * (b2 ** step) / bc2
+        if rho_t > 5.0:
+            rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+            p.add_(m_hat * group["lr"] * (bc2 ** 0.5 / (v.sqrt() + group["eps"])) * rect, alpha=-1.0)
+        else:
+            p.add_(m_hat * group["lr"], alpha=-1.0)
