@@ -7,7 +7,8 @@ calls the very same per-op ``impl`` that eager execution used, so it works
 under ``jax.grad``/``jit``/``vmap``/``jvp``/``hessian``.
 
 What gets lowered is the path the Python code took while recording: loops are
-unrolled, ``if``s on Python values are fixed, shapes are the example shapes.
+unrolled, ``if``s on Python values (and on tensor values read with ``.item()``
+or ``bool()``) are fixed, shapes are the example shapes, random draws are baked in.
 A different branch or shape needs a new recording (``.fn`` raises on a shape
 or dtype it was not recorded for, never silently computes something else).
 """
@@ -120,11 +121,13 @@ class Lowered:
     tensor replaced by a jax array (non-tensor arguments are the recorded static
     values) and, optionally, the arrays of ``params`` in order; without them the
     parameters' current values are read (under ``jax.jit`` that read happens once,
-    at trace time: pass them explicitly when they change between calls). Calling the ``Lowered`` itself runs a
+    at trace time: pass them explicitly when they change between calls). Arrays
+    of another float (or int) width are cast to the recorded dtype; another shape
+    raises ValueError. Calling the ``Lowered`` itself runs a
     jitted ``fn`` on dynajax tensors and returns tensors.
 
     >>> low = dynajax.lower(lambda x: (x * x).sum(), dynajax.ones(3))
-    >>> jax.grad(low.fn)(jnp.ones(3))
+    >>> jax.grad(low.fn)(jnp.ones(3, jnp.float32))
     Array([2., 2., 2.], dtype=float32)
     """
 
@@ -170,11 +173,13 @@ class Lowered:
         if isinstance(a, Tensor):
             a = a.detach()._value
         a = jnp.asarray(a)
-        if tuple(a.shape) != v.shape or np.dtype(a.dtype) != v.dtype:
+        kind = (_is_float(a.dtype), np.dtype(a.dtype) == np.bool_)
+        same_kind = kind == (_is_float(v.dtype), v.dtype == np.bool_)
+        if tuple(a.shape) != v.shape or not same_kind:
             raise ValueError(f"lowered function was recorded with {v.name}: {v.type_str()}, got "
                              f"{_short_dtype(a.dtype)}[{','.join(map(str, a.shape))}]; a different shape or "
-                             f"dtype needs a new recording (call dynajax.lower again)")
-        return a
+                             f"kind of dtype needs a new recording (call dynajax.lower again)")
+        return a if np.dtype(a.dtype) == v.dtype else a.astype(v.dtype)  # computes in the recorded dtype
 
     def _evaluate(self, env: dict):
         """Run the ops on ``env`` ({id(Var): array}, filled in with every value) and return the outputs."""
@@ -433,7 +438,7 @@ def lower(fn: Callable, *example_args, name: str | None = None) -> Lowered:
     ``.fn`` has ``stop_gradient``. Not thread-safe: one lowering per process at a time.
 
     >>> low = dynajax.lower(lambda x, n: x ** n, dynajax.tensor([1.0, 2.0]), 3)
-    >>> low.fn(jnp.array([2.0, 3.0]), 3)
+    >>> low.fn(jnp.array([2.0, 3.0], jnp.float32), 3)
     Array([ 8., 27.], dtype=float32)
     """
     name = name or getattr(fn, "__name__", type(fn).__name__)
