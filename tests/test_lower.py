@@ -229,3 +229,16 @@ def test_to_dot_and_draw(tmp_path, monkeypatch):
         viz.draw(y, str(tmp_path / "g.svg"))
     with pytest.raises(ValueError, match="no recorded graph"):
         viz.draw(x.detach(), str(tmp_path / "h.dot"))
+
+
+def test_call_follows_parameter_updates_and_casts_same_kind_dtypes():
+    w = dj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    low = dj.lower(lambda x: (x * w).sum(), dj.tensor([1.0, 1.0, 1.0]))
+    assert_close(to_np(low(dj.ones(3))), np.float32(6.0))
+    with dj.no_grad():
+        w.mul_(2)  # an optimizer-style update after lowering
+    assert_close(to_np(low(dj.ones(3))), np.float32(12.0))
+    out = low.fn(np.ones(3, np.float64))  # float64 array: computed in the recorded float32
+    assert out.dtype == np.float32
+    with pytest.raises(ValueError, match="kind of dtype"):
+        low.fn(np.ones(3, np.int64))
