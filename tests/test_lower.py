@@ -174,19 +174,20 @@ def test_lowered_fn_under_jax_transforms():
 
 
 def test_custom_function_forward_is_traced():
-    class Cube(dj.autograd.Function):
+    class XExp(dj.autograd.Function):
         @staticmethod
         def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x * x
+            y = x.exp()
+            ctx.save_for_backward(x, y)
+            return x * y
 
         @staticmethod
         def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 3 * x * x * g
-    low = dj.lower(lambda x: Cube.apply(x).sum(), dj.tensor(X))
-    assert_close(np.asarray(jax.grad(low.fn)(X)), 3 * X * X)
-    assert low.foreign and low.foreign[0][1].op.name == "Cube"
+            x, y = ctx.saved_tensors
+            return (x + 1) * y * g
+    low = dj.lower(lambda x: XExp.apply(x).sum(), dj.tensor(X))
+    assert_close(np.asarray(jax.grad(low.fn)(X)), (X + 1) * np.exp(X))
+    assert low.foreign and low.foreign[0][1].op.name == "XExp"
 
 
 def test_pytree_args_and_outputs():
