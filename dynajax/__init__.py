@@ -34,12 +34,29 @@ from .ops.creation import *  # noqa: E402,F401,F403
 from .ops.elementwise import *  # noqa: E402,F401,F403
 from .ops.reduce import *  # noqa: E402,F401,F403
 from .ops.shape import *  # noqa: E402,F401,F403
+from .ops.index import *  # noqa: E402,F401,F403
+from .ops.join import *  # noqa: E402,F401,F403
+from .ops.linalg import *  # noqa: E402,F401,F403
+from .ops.sort import *  # noqa: E402,F401,F403
 from .random import Generator as Generator  # noqa: E402
 from .random import get_rng_state as get_rng_state  # noqa: E402
 from .random import initial_seed as initial_seed  # noqa: E402
 from .random import manual_seed as manual_seed  # noqa: E402
 from .random import seed as seed  # noqa: E402
 from .random import set_rng_state as set_rng_state  # noqa: E402
+from . import nn as nn  # noqa: E402
+from .lower import lower as lower  # noqa: E402
+from .lower import lower_graph as lower_graph  # noqa: E402
+from .lower import Lowered as Lowered  # noqa: E402
+from . import func as func  # noqa: E402
+from . import testing as testing  # noqa: E402
+from . import viz as viz  # noqa: E402
+from .compile import compile as compile  # noqa: E402
+from . import optim as optim  # noqa: E402
+from . import utils as utils  # noqa: E402
+from . import distributions as distributions  # noqa: E402
+from .serialization import load as load  # noqa: E402
+from .serialization import save as save  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -65,10 +82,3 @@ def can_cast(from_: dtype, to: dtype) -> bool:
 
 def numel(input: Tensor) -> int:
     return input.numel()
-from .compile import compile as compile  # noqa: E402
-from .lower import lower as lower  # noqa: E402
-from .lower import lower_graph as lower_graph  # noqa: E402
-from .lower import Lowered as Lowered  # noqa: E402
-from . import func as func  # noqa: E402
-from . import testing as testing  # noqa: E402
-from . import viz as viz  # noqa: E402
