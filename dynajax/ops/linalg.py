@@ -127,23 +127,32 @@ def _matmul(a, b, *, nd):
     return jnp.matmul(a, b, precision=_HIGHEST)
 
 
-@_matmul.defvjp
-def _matmul_vjp(g, out, a, b, *, nd):
+def _as_matrices(g: Tensor, nd: tuple) -> Tensor:
+    """The cotangent with the dims a vector operand dropped put back (vectors as row / column matrices)."""
+    na, nb = nd
+    gs = _shape(g)
+    if na == 1:
+        return reshape(g, gs[:-1] + (1, gs[-1]) if nb > 1 else (1, 1))
+    return reshape(g, gs + (1,)) if nb == 1 else g
+
+
+def _matmul_vjp_a(g, out, a, b, *, nd):
     na, nb = nd
     if na == 1 and nb == 1:
-        return g * b, g * a
-    # Treat vectors as a row (left) / column (right) matrix; the engine sums broadcast batch dims.
-    a2 = reshape(a, (1,) + _shape(a)) if na == 1 else a
-    b2 = reshape(b, _shape(b) + (1,)) if nb == 1 else b
-    gs = _shape(g)
-    g2 = reshape(g, gs[:-1] + (1, gs[-1]) if na == 1 else gs + (1,)) if (na == 1 or nb == 1) else g
-    ga = _mm_raw(g2, transpose(b2, -1, -2))
-    gb = _mm_raw(transpose(a2, -1, -2), g2)
-    if na == 1:
-        ga = reshape(ga, _shape(ga)[:-2] + _shape(ga)[-1:])
-    if nb == 1:
-        gb = reshape(gb, _shape(gb)[:-1])
-    return ga, gb
+        return g * b
+    ga = _mm_raw(_as_matrices(g, nd), transpose(reshape(b, _shape(b) + (1,)) if nb == 1 else b, -1, -2))
+    return reshape(ga, _shape(ga)[:-2] + _shape(ga)[-1:]) if na == 1 else ga  # engine sums batch dims
+
+
+def _matmul_vjp_b(g, out, a, b, *, nd):
+    na, nb = nd
+    if na == 1 and nb == 1:
+        return g * a
+    gb = _mm_raw(transpose(reshape(a, (1,) + _shape(a)) if na == 1 else a, -1, -2), _as_matrices(g, nd))
+    return reshape(gb, _shape(gb)[:-1]) if nb == 1 else gb
+
+
+_matmul.defvjp(_matmul_vjp_a, _matmul_vjp_b)
 
 
 def _mm_raw(a: Tensor, b: Tensor) -> Tensor:

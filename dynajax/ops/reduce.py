@@ -480,13 +480,16 @@ def _cumprod(x, *, axis, dtype):
 
 @_cumprod.defvjp
 def _cumprod_vjp(g, out, x, *, axis, dtype):
-    # d out[i] / d x[k] = prod(x[j] for j <= i, j != k), i >= k. Where x[k] != 0 that is out[i] / x[k];
-    # at the first zero of a slice it is the cumprod with that zero replaced by 1; later zeros get 0.
+    # d out[i] / d x[k] = prod(x[j] for j <= i, j != k), i >= k. Where x[k] != 0 that is out[i] / x[k].
+    # At a zero it is the cumprod with that zero replaced by 1: computed for the first and second zero of
+    # a slice (so double backward is exact too); later zeros reuse the second's, which is 0 to first order.
     zero = x == 0
-    first = zero & (apply(_cumsum, zero, axis=axis, reverse=False, dtype=np.dtype(np.int64)) == 1)
+    nth = apply(_cumsum, zero, axis=axis, reverse=False, dtype=np.dtype(np.int64))
+    first = zero & (nth == 1)
     rsum = lambda t: apply(_cumsum, t, axis=axis, reverse=True, dtype=t._value.dtype)  # noqa: E731
+    without = lambda m: rsum(g * apply(_cumprod, where(m, 1.0, x), axis=axis, dtype=out._value.dtype))  # noqa
     at_nonzero = rsum(g * out) / where(zero, 1.0, x)
-    at_zero = rsum(g * apply(_cumprod, where(first, 1.0, x), axis=axis, dtype=out._value.dtype))
+    at_zero = where(first, without(first), without(zero & (nth == 2)))
     return (where(zero, at_zero, at_nonzero),)
 
 
