@@ -57,6 +57,8 @@ def test_cross_entropy_spatial_probabilities_and_1d():
 def test_cross_entropy_errors():
     with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target batch_size \(2\)"):
         F.cross_entropy(dj.zeros(3, 4), dj.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Int"):
+        F.nll_loss(dj.zeros(2, 4), dj.tensor([0, 1], dtype=dj.int32))
     with pytest.raises(IndexError, match="Target 7 is out of bounds"):
         F.cross_entropy(dj.zeros(2, 4), dj.tensor([0, 7]))
 

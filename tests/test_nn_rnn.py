@@ -97,7 +97,7 @@ def test_scaled_dot_product_attention():
 @pytest.mark.parametrize("name", ["LSTM", "GRU"])
 def test_packed_sequences_through_rnn(name):
     from dynajax.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-    kw = dict(num_layers=2, bidirectional=True, batch_first=True)
+    kw = dict(num_layers=1, bidirectional=True, batch_first=True)
     m, t = getattr(nn, name)(3, 4, **kw), getattr(torch.nn, name)(3, 4, **kw)
     m.load_state_dict(t.state_dict())
     x, lengths = randn(3, 5, 3), [2, 5, 3]
@@ -116,7 +116,7 @@ def test_packed_sequences_through_rnn(name):
     (ud.sum() + hd.sum()).backward()
     (ut.sum() + ht.sum()).backward()
     assert_close(xd.grad, xt.grad, atol=1e-6)
-    assert_close(m.weight_hh_l1_reverse.grad, t.weight_hh_l1_reverse.grad, atol=1e-5)
+    assert_close(m.weight_hh_l0_reverse.grad, t.weight_hh_l0_reverse.grad, atol=1e-5)
 
 
 def test_full_transformer_matches_torch():

@@ -721,8 +721,8 @@ def _check_batch(input: Tensor, target: Tensor) -> None:
 def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str) -> Tensor:
     """Negative log-likelihood of integer ``target`` under log-probs ``logp`` (class dim 1)."""
     _check_batch(logp, target)
-    if target.is_floating_point():
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
+    if target.dtype != _dtype.int64:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.legacy_name}")
     C = logp.shape[1] if logp.dim() > 1 else logp.shape[0]
     t = None if is_recorded(target) else np.asarray(target.detach()._value)  # compile: no graph break
     bad = None if t is None else (t != ignore_index) & ((t < 0) | (t >= C))
