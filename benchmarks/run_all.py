@@ -40,8 +40,10 @@ RATIOS = [("dynajax_compiled", "jax"), ("dynajax_eager", "jax"), ("dynajax_compi
 LOADED = 1.5          # load average above which the report says the machine was busy
 _MARK = "@@run_all-json@@"
 # contender names as benchmark scripts print them -> row keys
-_CONTENDERS = [(re.compile(r"^dynajax compiled\b"), "dynajax_compiled"), (re.compile(r"^dynajax eager\b"), "dynajax_eager"),
-               (re.compile(r"^(hand-written )?jax(\.jit)?\b", re.I), "jax"), (re.compile(r"^(PyTorch|torch) eager\b"), "torch")]
+_CONTENDERS = [(re.compile(r"^dynajax compiled\b"), "dynajax_compiled"),
+               (re.compile(r"^dynajax eager\b"), "dynajax_eager"),
+               (re.compile(r"^(hand-written )?jax(\.jit)?\b", re.I), "jax"),
+               (re.compile(r"^(PyTorch|torch) eager\b"), "torch")]
 _TIME = re.compile(r"\s{2,}(\d+(?:\.\d+)?)")
 
 
@@ -52,9 +54,9 @@ def benchmarks() -> list[str]:
 
 def _demo_rows() -> list[dict]:
     from dynajax import demo
-    r = demo.run(steps=200, out=io.StringIO())
+    r = demo.run(steps=100, out=io.StringIO())
     eager, compiled = r["eager"], r["compiled"]
-    row = {"workload": "demo: GRU classifier, lengths 3-8 (6 graphs), batch 32, Adam", "unit": "ms/step",
+    row = {"workload": "demo: GRU classifier, lengths 3-7 (5 graphs), batch 32, Adam", "unit": "ms/step",
            "dynajax_eager": 1e3 / eager.steady_steps_per_s, "jax": None, "torch": None,
            "dynajax_compiled": 1e3 / compiled.steady_steps_per_s if compiled else None}
     if compiled:

@@ -9,11 +9,10 @@ sign therefore record two different graphs; each is written as Graphviz DOT
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import sys
 
+import _cli  # --device flag shared by the examples
 import dynajax as dj
 from dynajax import nn
 
@@ -59,17 +58,11 @@ def main(out: str = "graphs", device="cpu", seed: int = 0, verbose: bool = True)
     return {"ops": ops, "paths": paths}
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    """Command-line flags; a bad value exits with a one-line message."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv=None):
+    """Command-line flags (see _cli.py)."""
+    ap = _cli.parser(__doc__)
     ap.add_argument("--out", default="graphs", help="directory for the .dot/.svg files (default graphs)")
-    ap.add_argument("--device", default="cpu", help="cpu, cuda or tpu (default cpu)")
-    args = ap.parse_args(argv)
-    try:
-        dj.device(args.device).jax_device()
-    except RuntimeError as exc:
-        sys.exit(f"{ap.prog}: error: {exc}")
-    return args
+    return _cli.parse(ap, argv)
 
 
 if __name__ == "__main__":

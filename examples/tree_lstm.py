@@ -9,10 +9,9 @@ Tai, Socher and Manning (2015), with the operator or digit as the node's input.
 """
 from __future__ import annotations
 
-import argparse
 import random
-import sys
 
+import _cli  # --steps/--device flags shared by the examples
 import dynajax as dj
 import dynajax.nn.functional as F
 from dynajax import nn
@@ -111,19 +110,9 @@ def main(steps: int = 200, device="cpu", seed: int = 0, batch: int = 16, test_si
     return {"loss_before": mse_before, "loss_after": mse_after, "baseline": baseline}
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    """Command-line flags; a bad value exits with a one-line message."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
-    ap.add_argument("--device", default="cpu", help="cpu, cuda or tpu (default cpu)")
-    args = ap.parse_args(argv)
-    if args.steps < 1:
-        sys.exit(f"{ap.prog}: error: --steps must be a positive integer, got {args.steps}")
-    try:
-        dj.device(args.device).jax_device()
-    except RuntimeError as exc:
-        sys.exit(f"{ap.prog}: error: {exc}")
-    return args
+def parse_args(argv=None):
+    """Command-line flags (see _cli.py)."""
+    return _cli.parse(_cli.parser(__doc__, steps=200), argv)
 
 
 if __name__ == "__main__":

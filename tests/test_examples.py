@@ -1,6 +1,7 @@
 """Smoke tests of examples/: each runs a shortened version and its metric must move the right way."""
 import importlib.util
 import pathlib
+import sys
 
 import pytest
 
@@ -9,6 +10,8 @@ TRAINING = ["rnn_variable_length", "adaptive_depth", "tree_lstm", "mixture_of_ex
 
 
 def load(name: str):
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))   # the examples import their shared _cli.py, as when run as scripts
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
