@@ -213,3 +213,29 @@ def test_more_losses():
             lambda a: TF.hinge_embedding_loss(a, torch.tensor(y), reduction="sum"), s1)
     assert_close(nn.TripletMarginLoss(margin=0.5)(dj.tensor(x1), dj.tensor(x2), dj.tensor(x1[::-1].copy())),
                  torch.nn.TripletMarginLoss(margin=0.5)(torch.tensor(x1), torch.tensor(x2), torch.tensor(x1[::-1].copy())))
+
+
+def test_unfold_fold_pixel_unshuffle_shrink():
+    import torch.nn.functional as TF
+    x = randn(2, 3, 5, 6).astype(np.float64)
+    compare(lambda a: F.unfold(a, (2, 3), dilation=(1, 2), padding=1, stride=2),
+            lambda a: TF.unfold(a, (2, 3), dilation=(1, 2), padding=1, stride=2), x, double=True)
+    cols = randn(2, 3 * 4, 12).astype(np.float64)
+    compare(lambda a: F.fold(a, (5, 6), 2, padding=1, stride=2), lambda a: TF.fold(a, (5, 6), 2, padding=1, stride=2),
+            cols, double=True)
+    compare(lambda a: F.pixel_unshuffle(a, 2), lambda a: TF.pixel_unshuffle(a, 2), randn(1, 2, 4, 6))
+    for name in ["Softshrink", "Hardshrink", "Softmax2d"]:
+        check_module(getattr(nn, name)(), getattr(torch.nn, name)(), randn(2, 3, 4, 2))
+    check_module(nn.Unfold(3, padding=1), torch.nn.Unfold(3, padding=1), randn(1, 2, 4, 4))
+
+
+def test_gumbel_softmax():
+    logits = dj.tensor(np.log([[0.7, 0.2, 0.1]] * 4000), requires_grad=True)
+    dj.manual_seed(0)
+    y = F.gumbel_softmax(logits, tau=0.5, hard=True)
+    assert bool(((y == 0) | (y == 1)).all()) and bool((y.sum(-1) == 1).all())
+    np.testing.assert_allclose(y.detach().numpy().mean(0), [0.7, 0.2, 0.1], atol=0.03)
+    (y * dj.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert logits.grad is not None and float(logits.grad.abs().sum()) > 0
+    s = F.gumbel_softmax(logits[:2], tau=1.0)
+    assert_close(s.sum(-1), dj.ones(2, dtype=dj.float64))

@@ -109,4 +109,10 @@ from .modules.padding import ReplicationPad3d as ReplicationPad3d
 from .modules.padding import CircularPad1d as CircularPad1d
 from .modules.padding import CircularPad2d as CircularPad2d
 from .modules.transformer import Transformer as Transformer
+from .modules.layers import PixelUnshuffle as PixelUnshuffle
+from .modules.layers import Unfold as Unfold
+from .modules.layers import Fold as Fold
+from .modules.activation import Softshrink as Softshrink
+from .modules.activation import Hardshrink as Hardshrink
+from .modules.activation import Softmax2d as Softmax2d
 from . import utils as utils

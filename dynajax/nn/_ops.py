@@ -272,3 +272,21 @@ def _adaptive_max_impl(x, *, out_sizes):
 
 
 adaptive_max_pool = linearized("adaptive_max_pool", _adaptive_max_impl)
+
+
+def _unfold_impl(x, *, kernel, dilation, padding, stride):
+    p = jax.lax.conv_general_dilated_patches(x, kernel, stride, [(q, q) for q in padding], rhs_dilation=dilation,
+                                             dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                                             precision=jax.lax.Precision.HIGHEST)
+    return p.reshape(p.shape[0], p.shape[1], -1)
+
+
+unfold_op = linearized("im2col", _unfold_impl)
+
+
+def _fold_impl(x, *, in_shape, kernel, dilation, padding, stride):
+    f = functools.partial(_unfold_impl, kernel=kernel, dilation=dilation, padding=padding, stride=stride)
+    return jax.vjp(f, jnp.zeros(in_shape, x.dtype))[1](x)[0]
+
+
+fold_op = linearized("col2im", _fold_impl)

@@ -28,6 +28,7 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss",
     "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss",
     "multilabel_soft_margin_loss", "hinge_embedding_loss", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "unfold", "fold", "pixel_unshuffle", "gumbel_softmax", "softshrink", "hardshrink",
 ]
 
 
@@ -307,6 +308,47 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     return x.reshape(*lead, c // (r * r), h * r, w * r)
 
 
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(N, C, H*r, W*r) -> (N, C*r*r, H, W), the inverse of :func:`pixel_shuffle`."""
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    n = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def _unfold_params(kernel_size, dilation, padding, stride) -> dict:
+    return dict(kernel=_tuple(kernel_size, 2), dilation=_tuple(dilation, 2), padding=_tuple(padding, 2),
+                stride=_tuple(stride, 2))
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Sliding (N, C, H, W) patches as columns: (N, C*kH*kW, L) (im2col)."""
+    from ..ops.registry import apply
+    unbatched = input.dim() == 3
+    x = input.unsqueeze(0) if unbatched else input
+    if x.dim() != 4:
+        raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.dim()}D)")
+    out = apply(_ops.unfold_op, x, **_unfold_params(kernel_size, dilation, padding, stride))
+    return out.squeeze(0) if unbatched else out
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Sum columns (N, C*kH*kW, L) back into an (N, C, H, W) image (col2im), the adjoint of :func:`unfold`."""
+    from ..ops.registry import apply
+    unbatched = input.dim() == 2
+    x = input.unsqueeze(0) if unbatched else input
+    p = _unfold_params(kernel_size, dilation, padding, stride)
+    k = p["kernel"][0] * p["kernel"][1]
+    if x.shape[1] % k:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={x.shape[1]} and kernel_size={p['kernel']}")
+    in_shape = (x.shape[0], x.shape[1] // k) + _tuple(output_size, 2)
+    out = apply(_ops.fold_op, x, in_shape=in_shape, **p)
+    return out.squeeze(0) if unbatched else out
+
+
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding along a new last dim (``num_classes=-1``: max value + 1)."""
     from ..ops.registry import apply
@@ -449,6 +491,30 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """Leaky ReLU with a learned slope per channel (dim 1)."""
     w = weight.reshape(-1, *([1] * (input.dim() - 2))) if input.dim() > 1 and weight.numel() > 1 else weight
     return _ew.where(input > 0, input, input * w)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    return _ew.where(input > lambd, input - lambd, _ew.where(input < -lambd, input + lambd, 0.0))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0."""
+    return _ew.where(input.abs() > lambd, input, 0.0)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """Softmax of ``(logits + Gumbel noise) / tau``; ``hard`` returns one-hot samples with soft gradients."""
+    u = random.sample("uniform", tuple(logits.shape), logits._value.dtype, 0.0, 1.0)
+    exp_draws = -_make(1.0 - u).log()  # Exp(1), as PyTorch's exponential_()
+    gumbels = -exp_draws.log()
+    y = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y
+    d = _wrap(dim, y.dim())
+    idx = y.argmax(d)
+    hard_y = one_hot(idx, y.shape[d]).to(y.dtype).movedim(-1, d)
+    return hard_y - y.detach() + y
 
 
 def _softmax_dim(ndim: int) -> int:

@@ -69,6 +69,16 @@ GLU = _activation("GLU", F.glu, (("dim", -1),))
 Softmax = _activation("Softmax", F.softmax, (("dim", None),))
 LogSoftmax = _activation("LogSoftmax", F.log_softmax, (("dim", None),))
 Softmin = _activation("Softmin", F.softmin, (("dim", None),))
+Softshrink = _activation("Softshrink", F.softshrink, (("lambd", 0.5),))
+Hardshrink = _activation("Hardshrink", F.hardshrink, (("lambd", 0.5),))
+Softshrink.extra_repr = Hardshrink.extra_repr = lambda self: str(self.lambd)  # PyTorch prints the bare value
+
+
+def _softmax2d(input):
+    return F.softmax(input, -3)
+
+
+Softmax2d = _activation("Softmax2d", _softmax2d, doc="Softmax over the channel dim of (N, C, H, W).")
 
 
 class PReLU(Module):

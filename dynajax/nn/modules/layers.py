@@ -375,6 +375,49 @@ class PixelShuffle(Module):
         return f"upscale_factor={self.upscale_factor}"
 
 
+class PixelUnshuffle(PixelShuffle):
+    """(N, C, H*r, W*r) -> (N, C*r*r, H, W)."""
+
+    def __init__(self, downscale_factor: int) -> None:
+        Module.__init__(self)
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class Unfold(Module):
+    """Extract sliding patches as columns (im2col)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+class Fold(Unfold):
+    """Sum columns back into an image (col2im)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        super().__init__(kernel_size, dilation, padding, stride)
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}, " + super().extra_repr()
+
+
 # ---------------------------------------------------------------- normalization
 class _BatchNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
