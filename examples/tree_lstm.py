@@ -5,7 +5,7 @@ model is applied recursively, leaves first, so each example records a graph
 with the shape of its own tree. The cell is the binary (N-ary) Tree-LSTM of
 Tai, Socher and Manning (2015), with the operator or digit as the node's input.
 
-    python examples/tree_lstm.py [--steps 200] [--device cpu]
+    python examples/tree_lstm.py [--steps 120] [--device cpu]
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def evaluate(model: nn.Module, data: list) -> float:
         return sum(F.mse_loss(model(tree), target).item() for tree, target, _ in data) / len(data)
 
 
-def main(steps: int = 200, device="cpu", seed: int = 0, batch: int = 16, test_size: int = 128,
+def main(steps: int = 120, device="cpu", seed: int = 0, batch: int = 16, test_size: int = 128,
          verbose: bool = True) -> dict:
     """Train for ``steps`` steps; return held-out MSE before/after and the constant-prediction baseline."""
     dj.manual_seed(seed)
@@ -112,7 +112,7 @@ def main(steps: int = 200, device="cpu", seed: int = 0, batch: int = 16, test_si
 
 def parse_args(argv=None):
     """Command-line flags (see _cli.py)."""
-    return _cli.parse(_cli.parser(__doc__, steps=200), argv)
+    return _cli.parse(_cli.parser(__doc__, steps=120), argv)
 
 
 if __name__ == "__main__":
