@@ -104,3 +104,17 @@ def test_random_split_and_subset():
         random_split(ds, [3, 3])
     cat = ds + ds
     assert len(cat) == 20 and int(cat[13][0]) == 3
+
+
+def test_weighted_random_sampler():
+    from dynajax.utils.data import WeightedRandomSampler
+    dj.manual_seed(0)
+    idx = list(WeightedRandomSampler([0.1, 0.0, 0.9], 3000))
+    counts = np.bincount(idx, minlength=3) / 3000
+    np.testing.assert_allclose(counts, [0.1, 0.0, 0.9], atol=0.03)
+    perm = list(WeightedRandomSampler(dj.tensor([1.0, 2.0, 3.0, 4.0]), 4, replacement=False))
+    assert sorted(perm) == [0, 1, 2, 3]
+    loader = DataLoader(TensorDataset(dj.arange(3)), batch_size=2, sampler=WeightedRandomSampler([0, 0, 1], 4))
+    assert [b[0].tolist() for b in loader] == [[2, 2], [2, 2]]
+    with pytest.raises(RuntimeError, match="without replacement"):
+        WeightedRandomSampler([1, 1], 3, replacement=False)

@@ -5,6 +5,7 @@ from .dataloader import RandomSampler as RandomSampler
 from .dataloader import Sampler as Sampler
 from .dataloader import SequentialSampler as SequentialSampler
 from .dataloader import SubsetRandomSampler as SubsetRandomSampler
+from .dataloader import WeightedRandomSampler as WeightedRandomSampler
 from .dataloader import default_collate as default_collate
 from .dataloader import default_convert as default_convert
 from .dataset import ConcatDataset as ConcatDataset
