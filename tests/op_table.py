@@ -104,7 +104,7 @@ for _n, _gen, _dom, _order in [
     ("atanh", uniform(-0.9, 0.9, *S), "(-0.9, 0.9)", 2), ("sigmoid", normal(*S), "normal", 2),
     ("erf", normal(*S), "normal", 2), ("erfc", normal(*S), "normal", 2),
     ("erfinv", uniform(-0.9, 0.9, *S), "(-0.9, 0.9)", 2),
-    ("lgamma", uniform(0.5, 3, *S), "(0.5, 3)", 1),  # its rule uses digamma, which has no rule
+    ("lgamma", uniform(0.5, 3, *S), "(0.5, 3)", 2), ("digamma", uniform(0.5, 3, *S), "(0.5, 3)", 2),
     ("square", normal(*S), "normal", 2), ("neg", normal(*S), "normal", 2),
     ("abs", away([0], 0.2, *S), "|x| > 0.2", 2), ("relu", away([0], 0.2, *S), "|x| > 0.2", 2),
     ("sign", away([0], 0.2, *S), "|x| > 0.2", 2), ("floor", off_integers(*S), "frac in [.2,.8]", 2),
@@ -113,8 +113,7 @@ for _n, _gen, _dom, _order in [
 ]:
     entry(_n, getattr(dj, _n), _gen, domain=_dom, order=_order)
 
-entry("digamma", dj.digamma, uniform(0.5, 3, *S), domain="(0.5, 3)", order=0)
-entry("polygamma", lambda x: dj.polygamma(1, x), uniform(0.5, 3, *S), domain="(0.5, 3)", order=1)
+entry("polygamma", lambda x: dj.polygamma(1, x), uniform(0.5, 3, *S), domain="(0.5, 3)")
 entry("round", dj.round, off_integers(*S), domain="frac in [.2,.8]")
 entry("nan_to_num", dj.nan_to_num, normal(*S))
 entry("leaky_relu", lambda x: F.leaky_relu(x, 0.1), away([0], 0.2, *S), domain="|x| > 0.2")
@@ -273,26 +272,21 @@ entry("embedding", lambda i, w: F.embedding(i, w), lambda r: [_EMB.copy(), r.sta
 entry("embedding_dense_backward", vjp_of(lambda i, w: F.embedding(i, w), wrt=(1,)),
       lambda r: [_EMB.copy(), r.standard_normal((4, 2)), r.standard_normal((2, 2, 2))])
 entry("one_hot", lambda i: F.one_hot(i, 4), lambda r: [_EMB.copy()], order=0)
-_pool = lambda x: F.max_pool2d(x, 2)  # noqa: E731
-entry("max_pool", _pool, normal(1, 2, 4, 4), domain="continuous (no ties)")
-entry("max_pool_backward", vjp_of(_pool), lambda r: [r.standard_normal((1, 2, 4, 4)),
-                                                     r.standard_normal((1, 2, 2, 2))])
-entry("max_pool_jvp", vjp_of(vjp_of(_pool), wrt=(1,)),
-      lambda r: [r.standard_normal((1, 2, 4, 4)), r.standard_normal((1, 2, 2, 2)), r.standard_normal((1, 2, 4, 4))])
-_pad = lambda x: F.pad(x, (1, 2), mode="reflect")  # noqa: E731
-entry("pad", _pad, normal(2, 4))
-entry("pad_backward", vjp_of(_pad), lambda r: [r.standard_normal((2, 4)), r.standard_normal((2, 7))])
-entry("pad_jvp", vjp_of(vjp_of(_pad), wrt=(1,)),
-      lambda r: [r.standard_normal((2, 4)), r.standard_normal((2, 7)), r.standard_normal((2, 4))])
-_avg = lambda x: F.avg_pool2d(x, 2)  # noqa: E731
-entry("resample", _avg, normal(1, 2, 4, 4))
-entry("resample_backward", vjp_of(_avg), lambda r: [r.standard_normal((1, 2, 4, 4)),
-                                                    r.standard_normal((1, 2, 2, 2))])
-entry("resample_jvp", vjp_of(vjp_of(_avg), wrt=(1,)),
-      lambda r: [r.standard_normal((1, 2, 4, 4)), r.standard_normal((1, 2, 2, 2)), r.standard_normal((1, 2, 4, 4))])
-_amax = lambda x: F.adaptive_max_pool2d(x, (2, 3))  # noqa: E731
-entry("adaptive_max_pool", _amax, normal(1, 2, 4, 5), domain="continuous (no ties)")
-entry("adaptive_max_pool_backward", vjp_of(_amax), lambda r: [r.standard_normal((1, 2, 4, 5)),
-                                                              r.standard_normal((1, 2, 2, 3))])
-entry("adaptive_max_pool_jvp", vjp_of(vjp_of(_amax), wrt=(1,)),
-      lambda r: [r.standard_normal((1, 2, 4, 5)), r.standard_normal((1, 2, 2, 3)), r.standard_normal((1, 2, 4, 5))])
+
+
+def linearized(name, f, x_shape, out_shape, domain="normal"):
+    """Entries for an op declared with ``linearized`` and its ``_backward``/``_jvp`` ops."""
+    def normals(*shapes):
+        return lambda r: [r.standard_normal(sh) for sh in shapes]
+    entry(name, f, normals(x_shape), domain=domain)
+    entry(name + "_backward", vjp_of(f), normals(x_shape, out_shape), domain=domain)
+    entry(name + "_jvp", vjp_of(vjp_of(f), wrt=(1,)), normals(x_shape, out_shape, x_shape), domain=domain)
+
+
+linearized("max_pool", lambda x: F.max_pool2d(x, 2), (1, 2, 4, 4), (1, 2, 2, 2), "continuous (no ties)")
+linearized("pad", lambda x: F.pad(x, (1, 2), mode="reflect"), (2, 4), (2, 7))
+linearized("resample", lambda x: F.avg_pool2d(x, 2), (1, 2, 4, 4), (1, 2, 2, 2))
+linearized("adaptive_max_pool", lambda x: F.adaptive_max_pool2d(x, (2, 3)), (1, 2, 4, 5), (1, 2, 2, 3),
+           "continuous (no ties)")
+linearized("im2col", lambda x: F.unfold(x, 2), (1, 2, 4, 4), (1, 8, 9))
+linearized("col2im", lambda x: F.fold(x, (3, 3), 2), (1, 8, 4), (1, 2, 3, 3))

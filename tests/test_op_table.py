@@ -30,6 +30,11 @@ def test_every_registered_op_has_a_table_entry():
     assert not stale, f"op-table entries for ops that are not registered: {stale}"
 
 
+def test_table_checks_gradients_of_every_differentiable_op():
+    wrong = sorted(n for n in NAMES if (OPS[n].rule is not None) != (TABLE[n].order > 0))
+    assert not wrong, f"op-table order disagrees with whether the op has a VJP rule: {wrong}"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_jit_of_lowered_graph_equals_eager(name):
     e = TABLE[name]
