@@ -65,3 +65,16 @@ def test_bernoulli_and_kl():
             lambda a, b: TD.kl_divergence(TD.Categorical(a), TD.Categorical(b)), p, q)
     compare(lambda a, b: (D.Uniform(a, a + b).log_prob(a + 0.5 * b), D.Uniform(a, a + b).entropy()),
             lambda a, b: (TD.Uniform(a, a + b).log_prob(a + 0.5 * b), TD.Uniform(a, a + b).entropy()), p, q)
+
+
+def test_independent_normal():
+    TD = torch.distributions
+    loc, scale, v = RNG.standard_normal((2, 3)), RNG.random((2, 3)) + 0.5, RNG.standard_normal((4, 2, 3))
+    compare(lambda l, s, x: (D.Independent(D.Normal(l, s), 1).log_prob(x), D.Independent(D.Normal(l, s), 1).entropy(),
+                             D.kl_divergence(D.Independent(D.Normal(l, s), 1), D.Independent(D.Normal(s, l + 2), 1))),
+            lambda l, s, x: (TD.Independent(TD.Normal(l, s), 1).log_prob(x),
+                             TD.Independent(TD.Normal(l, s), 1).entropy(),
+                             TD.kl_divergence(TD.Independent(TD.Normal(l, s), 1), TD.Independent(TD.Normal(s, l + 2), 1))),
+            loc, scale, v)
+    d = D.Independent(D.Normal(dj.tensor(loc), dj.tensor(scale)), 1)
+    assert d.batch_shape == (2,) and d.event_shape == (3,) and d.rsample((5,)).shape == (5, 2, 3)

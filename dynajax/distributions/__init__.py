@@ -11,7 +11,7 @@ from .. import random
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 
-__all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "kl_divergence"]
+__all__ = ["Distribution", "Normal", "Categorical", "Bernoulli", "Uniform", "Independent", "kl_divergence"]
 
 
 def _as_tensor(v, like=None) -> Tensor:
@@ -255,6 +255,47 @@ class Bernoulli(Distribution):
         return binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
 
 
+class Independent(Distribution):
+    """Treat the last ``reinterpreted_batch_ndims`` batch dims of ``base_distribution`` as event dims."""
+
+    def __init__(self, base_distribution: Distribution, reinterpreted_batch_ndims: int, validate_args=None) -> None:
+        n = reinterpreted_batch_ndims
+        if n > len(base_distribution._batch_shape):
+            raise ValueError(f"Expected reinterpreted_batch_ndims <= len(base_distribution.batch_shape), actual {n} "
+                             f"vs {len(base_distribution._batch_shape)}")
+        self.base_dist, self.reinterpreted_batch_ndims = base_distribution, n
+        bs = base_distribution._batch_shape
+        super().__init__(bs[:len(bs) - n], bs[len(bs) - n:] + base_distribution._event_shape)
+        self.has_rsample = base_distribution.has_rsample
+
+    def _sum_rightmost(self, x: Tensor) -> Tensor:
+        n = self.reinterpreted_batch_ndims
+        return x.sum(list(range(x.dim() - n, x.dim()))) if n else x
+
+    @property
+    def mean(self) -> Tensor:
+        return self.base_dist.mean
+
+    @property
+    def variance(self) -> Tensor:
+        return self.base_dist.variance
+
+    def sample(self, sample_shape=()) -> Tensor:
+        return self.base_dist.sample(sample_shape)
+
+    def rsample(self, sample_shape=()) -> Tensor:
+        return self.base_dist.rsample(sample_shape)
+
+    def log_prob(self, value) -> Tensor:
+        return self._sum_rightmost(self.base_dist.log_prob(value))
+
+    def entropy(self) -> Tensor:
+        return self._sum_rightmost(self.base_dist.entropy())
+
+    def __repr__(self) -> str:
+        return f"Independent({self.base_dist!r}, {self.reinterpreted_batch_ndims})"
+
+
 def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
     """KL(p || q) for two Normals, two Categoricals or two Bernoullis."""
     if isinstance(p, Normal) and isinstance(q, Normal):
@@ -270,4 +311,7 @@ def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
         t1 = p.probs * (softplus(-q.logits) - softplus(-p.logits))
         t2 = (1 - p.probs) * (softplus(q.logits) - softplus(p.logits))
         return t1 + t2
+    if isinstance(p, Independent) and isinstance(q, Independent) and \
+            p.reinterpreted_batch_ndims == q.reinterpreted_batch_ndims:
+        return p._sum_rightmost(kl_divergence(p.base_dist, q.base_dist))
     raise NotImplementedError(f"No KL(p || q) is implemented for {type(p).__name__} and {type(q).__name__}")
