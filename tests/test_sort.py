@@ -6,6 +6,7 @@ import torch
 
 import dynajax as dj
 from helpers import compare, gradcheck
+from test_reduce import flat, raises_like_torch
 
 rng = np.random.default_rng(2)
 A = rng.standard_normal((3, 5))
@@ -14,11 +15,6 @@ NANS = np.array([1.0, np.nan, 2.0, 3.0, 2.0, np.nan, 1.0])
 INTS = np.array([[3, 1, 3, 2], [0, 0, 5, 1]])
 SEQ = np.array([1.0, 3.0, 5.0, 7.0])
 SEQ2 = np.sort(rng.standard_normal((2, 4)), axis=1)
-
-
-def flat(out) -> list:
-    """Nested tuples of outputs as one flat list."""
-    return [t for o in out for t in flat(o)] if isinstance(out, (tuple, list)) else [out]
 
 
 # id -> (f(lib, *inputs), inputs, double backward)
@@ -121,9 +117,4 @@ ERRORS = {
 
 @pytest.mark.parametrize("case", sorted(ERRORS))
 def test_sort_errors_match_torch(case):
-    f, exc, part = ERRORS[case]
-    with pytest.raises(exc) as et:
-        f(torch)
-    with pytest.raises(exc) as ed:
-        f(dj)
-    assert part in str(et.value) and part in str(ed.value), (str(et.value), str(ed.value))
+    raises_like_torch(*ERRORS[case])

@@ -253,39 +253,21 @@ def _scaled_add(input: Tensor, prod: Tensor, beta, alpha) -> Tensor:
     return prod + (input if beta == 1 else input * beta)
 
 
-@method()
-def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
-    """``beta * input + alpha * (mat1 @ mat2)``."""
-    return with_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
+def _fused_add(name: str, product, what: str):
+    """Declare ``name(input, a, b, *, beta=1, alpha=1)``: ``beta * input + alpha * product(a, b)``,
+    its Tensor method and its in-place twin ``name_``."""
+    def fused(input: Tensor, a: Tensor, b: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
+        return with_out(_scaled_add(input, product(a, b), beta, alpha), out)
+    fused.__name__ = fused.__qualname__ = name
+    fused.__doc__ = f"``beta * input + alpha * {what}``."
+    return export(fused, inplace_name=name + "_")
 
 
-@method()
-def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
-    """``beta * input + alpha * (mat @ vec)``."""
-    return with_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
-
-
-@method()
-def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
-    """``beta * input + alpha * outer(vec1, vec2)``."""
-    return with_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out)
-
-
-@method()
-def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
-    """``beta * input + alpha * bmm(batch1, batch2)``."""
-    return with_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
-
-
-@method()
-def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
-    """``beta * input + alpha * sum(bmm(batch1, batch2), 0)``."""
-    return with_out(_scaled_add(input, sum(bmm(batch1, batch2), 0), beta, alpha), out)
-
-
-for _name, _fn in (("addmm_", addmm), ("addmv_", addmv), ("addr_", addr), ("baddbmm_", baddbmm),
-                   ("addbmm_", addbmm)):
-    export(_fn, inplace_name=_name)
+addmm = _fused_add("addmm", mm, "(mat1 @ mat2)")
+addmv = _fused_add("addmv", mv, "(mat @ vec)")
+addr = _fused_add("addr", outer, "outer(vec1, vec2)")
+baddbmm = _fused_add("baddbmm", bmm, "bmm(batch1, batch2)")
+addbmm = _fused_add("addbmm", lambda a, b: sum(bmm(a, b), 0), "bmm(batch1, batch2).sum(0)")
 
 
 def chain_matmul(*matrices: Tensor) -> Tensor:
