@@ -171,6 +171,10 @@ def test_misc_functional():
 
 
 def test_layer_errors():
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype, but got: double != float"):
+        nn.Linear(3, 2)(dj.zeros(4, 3, dtype=dj.float64))
+    with pytest.raises(RuntimeError, match="expected scalar type Double but found Float"):
+        nn.Conv2d(3, 2, 3)(dj.zeros(1, 3, 5, 5, dtype=dj.float64))
     with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
         nn.Linear(3, 2)(dj.zeros(4, 5))
     with pytest.raises(RuntimeError, match="expected input.*to have 3 channels, but got 4"):

@@ -45,11 +45,20 @@ def _tuple(v, n: int, name: str = "") -> tuple:
 # ---------------------------------------------------------------- linear / conv
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``."""
+    if input.dtype != weight.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_c_name(input.dtype)} != "
+                           f"{_c_name(weight.dtype)}")
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_ops_shape2(input)} and "
                            f"{weight.shape[-1]}x{weight.shape[0]})")
     out = _ops.linear_nobias(input, weight)
     return out if bias is None else out + bias
+
+
+def _c_name(d) -> str:
+    """The C type name PyTorch prints for a dtype in matmul errors ("float", "double", ...)."""
+    return {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+            "int64": "long int", "int32": "int"}.get(d.name, d.name)
 
 
 def _ops_shape2(x: Tensor) -> str:
@@ -73,6 +82,8 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, na
     if input.dim() != nd + 2:
         raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, but got "
                            f"input of size: {list(input.shape)}")
+    if input.dtype != weight.dtype:
+        raise RuntimeError(f"expected scalar type {input.dtype.legacy_name} but found {weight.dtype.legacy_name}")
     c_in = input.shape[1]
     if c_in != weight.shape[1] * groups:
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
