@@ -12,7 +12,7 @@ pure function and returns dynajax Tensors. Transforms compose
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp

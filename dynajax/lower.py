@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp

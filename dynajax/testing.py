@@ -6,7 +6,7 @@ float64 central finite differences must agree, to second order.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
