@@ -32,7 +32,6 @@ from ._tensor import Tensor, _make
 from .autograd import grad_mode
 from .ops import registry, views
 
-_SCALARS = (bool, int, float, complex)
 _SHAPES: dict = {}   # (fn, static params, input avals) -> (single output?, ((shape, dtype), ...))
 _state = threading.local()
 
@@ -79,12 +78,22 @@ def _active(sym: Sym) -> "Capture":
 
 
 def shapes_of(fn, params: dict, pkey: tuple, avals: tuple, args: list):
-    """Output (single?, ((shape, dtype), ...)) of ``fn(*args, **params)``, memoised on the avals."""
+    """Output (single?, ((shape, dtype), ...)) of ``fn(*args, **params)``, memoised on the avals.
+
+    Syms and float scalars are abstract (as in the executable); literals are passed as they are."""
     k = (fn, pkey, avals)
     r = _SHAPES.get(k)
     if r is None:
-        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) if isinstance(a, Sym) else a for a in args]
-        out = jax.eval_shape(functools.partial(fn, **params) if params else fn, *structs)
+        dyn = [i for i, a in enumerate(args) if isinstance(a, (Sym, float, complex, np.generic))]
+
+        def call(*dargs):
+            full = list(args)
+            for i, d in zip(dyn, dargs):
+                full[i] = d
+            return fn(*full, **params)
+        structs = [jax.ShapeDtypeStruct(args[i].shape, args[i].dtype) if isinstance(args[i], Sym) else args[i]
+                   for i in dyn]
+        out = jax.eval_shape(call, *structs)
         single = not isinstance(out, (tuple, list))
         leaves = [out] if single else list(out)
         r = _SHAPES[k] = (single, tuple((tuple(o.shape), np.dtype(o.dtype)) for o in leaves))
@@ -194,16 +203,22 @@ class Capture:
         return self._adopt(t)
 
     def _ref(self, a):
-        """Reference to a non-tensor argument: a scalar slot (negative int) or a literal ("L", value)."""
+        """Reference to a non-tensor argument, and its part of the shape-memo key.
+
+        Floats (and numpy scalars) are executable inputs -- a learning-rate schedule or a bias
+        correction must not recompile -- deduplicated by value into slots (negative refs). Ints, bools
+        and other values are baked in as literals ``("L", value, type)``: they are structural
+        (``ignore_index``, ``+ 1``), and Python ints as jit arguments cost ~1 ms of dispatch."""
         tp = type(a)
-        if tp in _SCALARS or isinstance(a, np.generic):
-            k = (tp, a) if a or tp is bool else (tp, repr(a))  # keep -0.0 apart from 0.0
+        if tp is float or tp is complex or isinstance(a, np.generic):
+            k = (tp, a) if a else (tp, repr(a))  # keep -0.0 apart from 0.0
             slot = self.slot_of.get(k)
             if slot is None:
                 slot = self.slot_of[k] = len(self.scalars)
                 self.scalars.append(a)
             return -slot - 1, tp
-        return ("L", a), ("L", a)
+        lit = ("L", a, tp)
+        return lit, lit
 
     # ------------------------------------------------------------ recording
     def _record(self, fn, key_fn, params: dict, args) -> tuple:
