@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import dynajax as dj
-from dynajax.ops.linalg import linalg_norm, matrix_norm
 from helpers import compare, gradcheck
 from test_reduce import raises_like_torch
 
@@ -55,7 +54,8 @@ CASES = {
     "baddbmm": (lambda m, c, a, b: m.baddbmm(c, a, b, beta=2), (r(2, 2, 4), r(2, 2, 3), r(2, 3, 4)), True),
     "addbmm": (lambda m, c, a, b: m.addbmm(c, a, b), (r(2, 4), r(2, 2, 3), r(2, 3, 4)), True),
     "addmm_inplace": (lambda m, c, a, b: (c * 1).addmm_(a, b), (r(2, 4), r(2, 3), r(3, 4)), True),
-    "chain_matmul": (lambda m, a, b, c: m.linalg.multi_dot([a, b, c]) if m is torch else m.chain_matmul(a, b, c),
+    "chain_matmul": (lambda m, a, b, c: (m.linalg.multi_dot([a, b, c]) if m is torch else m.chain_matmul(a, b, c),
+                                         m.linalg.multi_dot([a[0], b, c])),
                      (r(2, 3), r(3, 4), r(4, 2)), True),
     "einsum_mm": (lambda m, a, b: m.einsum("ij,jk->ik", a, b), (r(2, 3), r(3, 4)), True),
     "einsum_implicit": (lambda m, a, b: m.einsum("ij,jk", a, b), (r(2, 3), r(3, 4)), True),
@@ -79,12 +79,13 @@ CASES = {
     "tensordot_zero": (lambda m, a, b: m.tensordot(a, b, 0), (r(2), r(3)), True),
     "kron": (lambda m, a, b: m.kron(a, b), (r(2, 3), r(3, 2)), True),
     "kron_ranks": (lambda m, a, b: a.kron(b), (r(2, 3), r(2, 1, 2)), True),
-    "matrix_norms": (lambda m, a: [(matrix_norm if m is dj else m.linalg.matrix_norm)(a, o)
+    "matrix_norms": (lambda m, a: [m.linalg.matrix_norm(a, o)
                                    for o in ("fro", 1, -1, math.inf, -math.inf)], (r(3, 4),), True),
-    "matrix_norm_keepdim_batch": (lambda m, a: (matrix_norm if m is dj else m.linalg.matrix_norm)(
-        a, 1, dim=(0, 2), keepdim=True), (r(3, 2, 4),), True),
-    "linalg_norm": (lambda m, a: [(linalg_norm if m is dj else m.linalg.norm)(a, *args)
-                                  for args in ((), (3, 1), (math.inf,), ("fro",))], (r(3, 4),), True),
+    "matrix_norm_keepdim_batch": (lambda m, a: m.linalg.matrix_norm(a, 1, dim=(0, 2), keepdim=True),
+                                  (r(3, 2, 4),), True),
+    "linalg_norm": (lambda m, a: [m.linalg.norm(a, *args)
+                                  for args in ((), (3, 1), (math.inf,), ("fro",))] + [
+                                     m.linalg.vector_norm(a, 1, (0, 1))], (r(3, 4),), True),
 }
 
 

@@ -278,6 +278,16 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
     return r
 
 
+def multi_dot(tensors) -> Tensor:
+    """``torch.linalg.multi_dot``: the product of a list of matrices; the first and last may be 1-D."""
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    r = tensors[0]
+    for m in tensors[1:]:
+        r = matmul(r, m)
+    return r
+
+
 # ---------------------------------------------------------------- einsum
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase  # sublist ints 0..51 map to these
 
