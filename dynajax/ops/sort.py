@@ -37,19 +37,24 @@ def _argsort(x, *, axis, descending, k):
     return order.astype(jnp.int64)
 
 
-def _by_order(name: str, result, input: Tensor, dim: int, descending: bool, k=None):
-    """``result(values, indices)`` of the (first ``k``) sorted elements along ``dim``."""
+def _order(input: Tensor, dim: int, descending: bool, k=None) -> tuple:
+    """``(axis, indices)`` of the (first ``k``) sorted elements along ``dim``; axis None for 0-d."""
     shape = tuple(input._value.shape)
     if not shape:  # a 0-d tensor sorts to itself
         _wrap_dim(dim, 0)
         if k is not None and k not in (0, 1):
             raise RuntimeError("selected index k out of range")
-        return result(clone(input), zeros((), dtype=_dtype.int64))
+        return None, zeros((), dtype=_dtype.int64)
     axis = _wrap_dim(dim, len(shape))
     if k is not None and not 0 <= k <= shape[axis]:
         raise RuntimeError("selected index k out of range")
-    idx = apply(_argsort, input, axis=axis, descending=bool(descending), k=k)
-    return result(take_along(input, idx, axis), idx)
+    return axis, apply(_argsort, input, axis=axis, descending=bool(descending), k=k)
+
+
+def _by_order(result, input: Tensor, dim: int, descending: bool, k=None):
+    """``result(values, indices)`` of the (first ``k``) sorted elements along ``dim``."""
+    axis, idx = _order(input, dim, descending, k)
+    return result(clone(input) if axis is None else take_along(input, idx, axis), idx)
 
 
 @method()
@@ -59,13 +64,13 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     >>> dynajax.sort(dynajax.tensor([3., 1., 2.])).indices
     tensor([1, 2, 0])
     """
-    return _by_order("sort", _sort_t, input, dim, descending)
+    return _by_order(_sort_t, input, dim, descending)
 
 
 @method()
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """The indices that sort ``input`` along ``dim``."""
-    return sort(input, dim, descending).indices
+    return _order(input, dim, descending)[1]
 
 
 @method()
@@ -77,7 +82,7 @@ def msort(input: Tensor) -> Tensor:
 @method()
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """``(values, indices)`` of the ``k`` largest (or smallest) elements along ``dim``, in sorted order."""
-    return _by_order("topk", _topk_t, input, dim, largest, int(k))
+    return _by_order(_topk_t, input, dim, largest, int(k))
 
 
 # ---------------------------------------------------------------- kthvalue
