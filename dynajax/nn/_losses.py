@@ -1,0 +1,258 @@
+"""Loss functions of ``nn.functional`` (re-exported there): regression, classification,
+ranking and likelihood losses with PyTorch's ``reduction`` semantics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype
+from .._capture import is_recorded
+from .._tensor import Tensor
+from ..ops import elementwise as _ew
+from .functional import (_no_grad_clamp_min, _size_repr, log_softmax, logsigmoid, one_hot, pairwise_distance,
+                         softplus)
+
+__all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "hinge_embedding_loss"]
+
+
+# ---------------------------------------------------------------- losses
+def _reduction(size_average, reduce, reduction: str) -> str:
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else "mean" if size_average else "sum"
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _pointwise_loss(name: str, fn):
+    def loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             **kwargs) -> Tensor:
+        return _reduce(fn(input, target, **kwargs), _reduction(size_average, reduce, reduction))
+    loss.__name__ = loss.__qualname__ = name
+    return loss
+
+
+mse_loss = _pointwise_loss("mse_loss", lambda x, y: (x - y) * (x - y))
+mse_loss.__doc__ = "Mean squared error (``reduction``: 'mean', 'sum' or 'none')."
+l1_loss = _pointwise_loss("l1_loss", lambda x, y: (x - y).abs())
+l1_loss.__doc__ = "Mean absolute error."
+
+
+def _smooth_l1(x, y, beta: float = 1.0):
+    d = (x - y).abs()
+    if beta == 0.0:
+        return d
+    return _ew.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+
+
+def _huber(x, y, delta: float = 1.0):
+    d = (x - y).abs()
+    return _ew.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+
+
+smooth_l1_loss = _pointwise_loss("smooth_l1_loss", _smooth_l1)
+smooth_l1_loss.__doc__ = "Quadratic below ``beta``, linear above (divided by ``beta``)."
+huber_loss = _pointwise_loss("huber_loss", _huber)
+huber_loss.__doc__ = "Quadratic below ``delta``, linear (times ``delta``) above."
+
+
+def _class_last(x: Tensor) -> Tensor:
+    return x.movedim(1, -1) if x.dim() > 1 else x
+
+
+def _check_batch(input: Tensor, target: Tensor) -> None:
+    if input.dim() > 1 and input.shape[0] != (target.shape[0] if target.dim() else 1):
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0] if target.dim() else 1}).")
+
+
+def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str) -> Tensor:
+    """Negative log-likelihood of integer ``target`` under log-probs ``logp`` (class dim 1)."""
+    _check_batch(logp, target)
+    if target.dtype != _dtype.int64:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.legacy_name}")
+    C = logp.shape[1] if logp.dim() > 1 else logp.shape[0]
+    t = None if is_recorded(target) else np.asarray(target.detach()._value)  # compile: no graph break
+    bad = None if t is None else (t != ignore_index) & ((t < 0) | (t >= C))
+    if bad is not None and bad.any():
+        raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    valid = target != ignore_index
+    oh = one_hot(_ew.where(valid, target, 0), C).to(logp.dtype)
+    picked = (_class_last(logp) * oh).sum(-1)
+    w = valid.to(logp.dtype)
+    if weight is not None:
+        w = w * (oh * weight).sum(-1)
+    loss = -picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss, reduction)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``."""
+    return _nll(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction))
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """``nll_loss(log_softmax(input, 1), target)``; ``target`` holds class indices or class probabilities."""
+    reduction = _reduction(size_average, reduce, reduction)
+    cdim = 0 if input.dim() == 1 else 1
+    C = input.shape[cdim]
+    logp = log_softmax(input, cdim)
+    wshape = [1] * input.dim()
+    wshape[cdim] = C
+    if target.is_floating_point():
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / C
+        lp = logp if weight is None else logp * weight.reshape(wshape)
+        loss = -(lp * target).sum(cdim)
+        if reduction == "mean":
+            return loss.sum() / (input.numel() / C) if input.numel() else loss.sum() * float("nan")
+        return _reduce(loss, reduction)
+    nll = _nll(logp, target, weight, ignore_index, reduction)
+    if label_smoothing <= 0:
+        return nll
+    lp = logp if weight is None else logp * weight.reshape(wshape)
+    valid = (target != ignore_index).to(input.dtype)
+    smooth = -lp.sum(cdim) * valid
+    if reduction == "mean":
+        if weight is not None:
+            oh = one_hot(_ew.where(target != ignore_index, target, 0), C).to(input.dtype)
+            denom = ((oh * weight).sum(-1) * valid).sum()
+        else:
+            denom = valid.sum()
+        ret = smooth.sum() / denom
+    else:
+        ret = _reduce(smooth, reduction)
+    return nll * (1 - label_smoothing) + ret * (label_smoothing / C)
+
+
+def _check_same_size(input: Tensor, target: Tensor) -> None:
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({_size_repr(target.shape)}) that is different to the input size "
+                         f"({_size_repr(input.shape)}) is deprecated. Please ensure they have the same size.")
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """``-(y log x + (1 - y) log(1 - x))`` with logs clamped at -100, as PyTorch."""
+    _check_same_size(input, target)
+    loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                                     reduction: str = "mean", pos_weight=None) -> Tensor:
+    """``binary_cross_entropy(sigmoid(input), target)`` computed stably; ``pos_weight`` scales positives."""
+    _check_same_size(input, target)
+    log_sig_neg = (-input.abs()).exp().log1p() + (-input).relu()  # -log(sigmoid(x))
+    if pos_weight is not None:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * log_sig_neg
+    else:
+        loss = (1 - target) * input + log_sig_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """KL(target || exp(input)) pointwise; ``reduction='batchmean'`` divides the sum by the batch size."""
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        pos = target > 0
+        safe = _ew.where(pos, target, 1.0)
+        loss = _ew.where(pos, target * safe.log(), 0.0) - target * input
+    reduction = _reduction(size_average, reduce, reduction)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.dim() else 1)
+    return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), _reduction(size_average, reduce, reduction))
+
+
+def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
+                        swap: bool = False, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm distance."""
+    d_ap = pairwise_distance(anchor, positive, p, eps)
+    d_an = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_an = _ew.minimum(d_an, pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + d_ap - d_an).clamp(min=0.0), _reduction(size_average, reduce, reduction))
+
+
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos`` for target 1, ``max(0, cos - margin)`` for target -1."""
+    eps = 1e-12
+    prod = (input1 * input2).sum(-1)
+    denom = (((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)).sqrt()
+    cos = prod / denom
+    loss = _ew.where(target == 1, 1 - cos, 0.0) + _ew.where(target == -1, (cos - margin).clamp(min=0.0), 0.0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """``0.5 * (log(var) + (input - target)^2 / var)`` (+ constant when ``full``)."""
+    if isinstance(var, Tensor) and tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+    var = _no_grad_clamp_min(var, eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """Poisson negative log-likelihood (``input`` is the log-rate when ``log_input``)."""
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        safe = _ew.where(target > 1, target, 1.0)
+        stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
+        loss = loss + _ew.where(target > 1, stirling, 0.0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))``."""
+    return _reduce(softplus(-target * input), _reduction(size_average, reduce, reduction))
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction: str = "mean") -> Tensor:
+    """Per-class binary logistic loss, averaged over classes."""
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss.sum(-1) / input.shape[-1], _reduction(size_average, reduce, reduction))
+
+
+def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """``input`` for target 1, ``max(0, margin - input)`` for target -1."""
+    loss = _ew.where(target != 1, (margin - input).clamp(min=0.0), 0.0) + _ew.where(target != -1, input, 0.0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
