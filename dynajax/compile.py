@@ -12,7 +12,18 @@ tensors then get those arrays, exactly as if the step had run eagerly.
 ``backward()`` inside the step is recorded like any other code: the native
 tape runs on recorded values and its VJP rules (dynajax ops) are recorded, so
 hooks, ``retain_grad``, custom ``autograd.Function`` backwards and gradient
-accumulation behave as in eager mode.
+accumulation behave as in eager mode. (Differentiating the captured forward with
+``jax.vjp`` instead would record about half as many ops, but would silently
+replace custom backwards by autodiff of their forwards and need its own
+handling of hooks, ``retain_grad`` and detach points; the executable XLA builds
+is the same either way, so only capture time differs: ~0.4x of an eager step's
+Python+dispatch time for the MLP Adam step, backward included.)
+
+``verify=True`` runs every call eagerly (native tape) while recording, and on a
+new graph runs the executable on the pre-call inputs and compares every value
+the step left in a live tensor; a mismatch raises naming the tensor and
+restores the pre-call state. It catches what capture cannot see (writes that
+bypass ops, impure impls); VJP rules are checked by ``dynajax.testing``.
 """
 from __future__ import annotations
 
