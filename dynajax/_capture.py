@@ -34,6 +34,7 @@ from .ops import registry, views
 
 _SHAPES: dict = {}   # (fn, static params, input avals) -> (single output?, ((shape, dtype), ...))
 _state = threading.local()
+_LOCK = threading.Lock()
 
 
 class Sym:
@@ -131,6 +132,7 @@ class Capture:
         if getattr(_state, "cap", None) is not None:
             raise RuntimeError("dynajax.compile: a compiled step called another compiled step; "
                                "compile the outer one only")
+        _LOCK.acquire()  # the patches below are process-wide: one capture at a time
         _state.cap = self
         born = self.born
         orig_init = _tensor._init
@@ -155,6 +157,7 @@ class Capture:
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
          views.view_scatter.impl, views.assign, views.refresh) = self._saved
         _state.cap = None
+        _LOCK.release()
 
     # ------------------------------------------------------------ variables
     def _new_var(self) -> int:
