@@ -225,3 +225,16 @@ def test_weight_norm_matches_torch():
     nn.utils.remove_weight_norm(m)
     assert isinstance(m.weight, nn.Parameter) and sorted(m.state_dict()) == ["bias", "weight"]
     assert_close(m(dj.tensor(x)), yt)
+
+
+def test_container_mutation_keeps_order_like_torch():
+    def edit(nnm, lib):
+        s = nnm.Sequential(nnm.Linear(1, 1), nnm.ReLU())
+        s.insert(1, nnm.Tanh())
+        del s[0]
+        s.append(nnm.Identity())
+        s[0] = nnm.Sigmoid()
+        lin = nnm.Linear(2, 2)
+        lin.weight = nnm.Parameter(lib.zeros(2, 2))
+        return repr(s), list(lin.state_dict())
+    assert edit(nn, dj) == edit(torch.nn, torch)

@@ -17,7 +17,44 @@ def _index(idx: int, n: int) -> int:
     return idx % n
 
 
-class Sequential(Module):
+class _ListAccess:
+    """Positional access shared by Sequential and ModuleList (children keyed "0", "1", ... in order)."""
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        setattr(self, list(self._modules)[_index(idx, len(self))], module)
+
+    def __delitem__(self, idx) -> None:
+        keys = list(self._modules)
+        for k in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys))]]):
+            del self._modules[k]
+        self._renumber(list(self._modules.values()))
+
+    def _renumber(self, mods: list) -> None:
+        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module: Module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module):
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._renumber(mods)
+        return self
+
+
+class Sequential(_ListAccess, Module):
     """Apply modules in order: ``Sequential(nn.Linear(4, 8), nn.ReLU())`` or from an OrderedDict."""
 
     def __init__(self, *args) -> None:
@@ -34,39 +71,8 @@ class Sequential(Module):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
         return list(self._modules.values())[_index(idx, len(self))]
 
-    def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules)[_index(idx, len(self))]
-        setattr(self, key, module)
-
-    def __delitem__(self, idx) -> None:
-        keys = list(self._modules)
-        for k in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys))]]):
-            del self._modules[k]
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __add__(self, other: "Sequential") -> "Sequential":
         return Sequential(*self, *other)
-
-    def append(self, module: Module) -> "Sequential":
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> "Sequential":
-        for m in modules:
-            self.append(m)
-        return self
-
-    def insert(self, index: int, module: Module) -> "Sequential":
-        mods = list(self._modules.values())
-        mods.insert(index if index >= 0 else index + len(mods) + 1, module)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
-        return self
 
     def forward(self, input):
         for m in self._modules.values():
@@ -74,7 +80,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_ListAccess, Module):
     """A list of modules whose parameters are registered: ``ModuleList([nn.Linear(2, 2)] * 3)``."""
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
@@ -87,40 +93,11 @@ class ModuleList(Module):
             return type(self)(list(self._modules.values())[idx])
         return self._modules[str(_index(idx, len(self)))]
 
-    def __setitem__(self, idx: int, module: Module) -> None:
-        setattr(self, str(_index(idx, len(self))), module)
-
-    def __delitem__(self, idx) -> None:
-        keys = list(self._modules)
-        for k in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys))]]):
-            del self._modules[k]
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __iadd__(self, modules) -> "ModuleList":
         return self.extend(modules)
 
     def __add__(self, other) -> "ModuleList":
         return ModuleList([*self, *other])
-
-    def append(self, module: Module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> "ModuleList":
-        for m in modules:
-            self.append(m)
-        return self
-
-    def insert(self, index: int, module: Module) -> None:
-        mods = list(self._modules.values())
-        mods.insert(index, module)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
 
     def _child_lines(self) -> list:
         """Runs of identical children are shown once, as PyTorch does: ``(0-2): 3 x Linear(...)``."""

@@ -166,7 +166,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._discard(name)
+            self._discard(name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -176,7 +176,7 @@ class Module:
         elif isinstance(value, Module):
             if mods is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._discard(name)
+            self._discard(name, keep="_modules")
             mods[name] = value
         elif mods is not None and name in mods:
             if value is not None:
@@ -194,11 +194,13 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _discard(self, name: str) -> None:
+    def _discard(self, name: str, keep: str = "") -> None:
+        """Forget ``name`` everywhere but in ``keep`` (so re-assigning keeps its place, as in PyTorch)."""
         d = self.__dict__
         d.pop(name, None)
         for store in ("_parameters", "_buffers", "_modules"):
-            d[store].pop(name, None)
+            if store != keep:
+                d[store].pop(name, None)
         d["_non_persistent_buffers_set"].discard(name)
 
     def __delattr__(self, name: str) -> None:
