@@ -28,6 +28,7 @@ import pathlib
 import platform
 import re
 import runpy
+import statistics
 import subprocess
 import sys
 import time
@@ -52,17 +53,98 @@ def benchmarks() -> list[str]:
     return sorted(p.stem for p in HERE.glob("*.py") if p.stem != "run_all" and not p.stem.startswith("_")) + ["demo"]
 
 
+def _warm_median_ms(step, batches: list) -> float:
+    """Median ms of ``step(tokens, labels)`` over the batches whose length was met before."""
+    seen, times = set(), []
+    for tokens, labels in batches:
+        t0 = time.perf_counter()
+        step(tokens, labels)
+        if tokens.shape[1] in seen:
+            times.append(time.perf_counter() - t0)
+        seen.add(tokens.shape[1])
+    return statistics.median(times) * 1e3
+
+
+def _torch_demo_ms(batches: list, hidden: int = 32, deep_from: int = 6) -> float:
+    """The demo's model and step written in PyTorch, run eagerly."""
+    import torch
+    torch.manual_seed(0)
+    embed, cell = torch.nn.Embedding(4, 16), torch.nn.GRUCell(16, hidden)
+    extra, head = torch.nn.Linear(hidden, hidden), torch.nn.Linear(hidden, 2)
+    opt = torch.optim.Adam([p for m in (embed, cell, extra, head) for p in m.parameters()], lr=1e-2)
+
+    def step(tokens, labels):
+        opt.zero_grad()
+        h = torch.zeros(tokens.shape[0], hidden)
+        for x in embed(tokens).unbind(1):
+            h = cell(x, h)
+        if tokens.shape[1] >= deep_from:
+            h = h + torch.tanh(extra(h))
+        loss = torch.nn.functional.cross_entropy(head(h), labels)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return _warm_median_ms(step, [(torch.from_numpy(t), torch.from_numpy(y)) for t, y in batches])
+
+
+def _jax_demo_ms(batches: list, hidden: int = 32, deep_from: int = 6) -> float:
+    """The demo's model and step hand-written in JAX: value_and_grad + Adam, one jax.jit per length."""
+    import jax
+    import jax.numpy as jnp
+    keys = jax.random.split(jax.random.PRNGKey(0), 5)
+    shapes = {"embed": (4, 16), "w_ih": (16, 3 * hidden), "w_hh": (hidden, 3 * hidden), "b_ih": (3 * hidden,),
+              "b_hh": (3 * hidden,), "extra_w": (hidden, hidden), "extra_b": (hidden,), "head_w": (hidden, 2),
+              "head_b": (2,)}
+    params = {k: 0.1 * jax.random.normal(keys[i % 5], s, jnp.float32) for i, (k, s) in enumerate(shapes.items())}
+
+    def loss_fn(p, tokens, labels):
+        xs = p["embed"][tokens]
+        h = jnp.zeros((tokens.shape[0], hidden), jnp.float32)
+        for t in range(tokens.shape[1]):   # unrolled: tokens.shape is static under jit
+            ir, iz, i_n = jnp.split(xs[:, t] @ p["w_ih"] + p["b_ih"], 3, axis=1)
+            hr, hz, h_n = jnp.split(h @ p["w_hh"] + p["b_hh"], 3, axis=1)
+            r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
+            h = (1 - z) * jnp.tanh(i_n + r * h_n) + z * h
+        if tokens.shape[1] >= deep_from:
+            h = h + jnp.tanh(h @ p["extra_w"] + p["extra_b"])
+        logp = jax.nn.log_softmax(h @ p["head_w"] + p["head_b"])
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], 1))
+
+    @jax.jit
+    def update(state, tokens, labels):
+        p, m, v, t = state
+        loss, g = jax.value_and_grad(loss_fn)(p, tokens, labels)
+        t = t + 1
+        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        step_size, c2 = 1e-2 / (1 - 0.9 ** t), jnp.sqrt(1 - 0.999 ** t)
+        p = jax.tree_util.tree_map(lambda p, m, v: p - step_size * m / (jnp.sqrt(v) / c2 + 1e-8), p, m, v)
+        return loss, (p, m, v, t)
+
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    state = [(params, zeros, zeros, jnp.zeros((), jnp.float32))]
+
+    def step(tokens, labels):
+        loss, state[0] = update(state[0], tokens, labels)
+        return float(loss)
+    return _warm_median_ms(step, [(jnp.asarray(t), jnp.asarray(y)) for t, y in batches])
+
+
 def _demo_rows() -> list[dict]:
     from dynajax import demo
     r = demo.run(steps=100, out=io.StringIO())
+    batches = demo.make_batches(100, 32, demo.LENGTHS, 0)   # the batches demo.run trained on
     eager, compiled = r["eager"], r["compiled"]
     row = {"workload": "demo: GRU classifier, lengths 3-7 (5 graphs), batch 32, Adam", "unit": "ms/step",
-           "dynajax_eager": 1e3 / eager.steady_steps_per_s, "jax": None, "torch": None,
+           "dynajax_eager": 1e3 / eager.steady_steps_per_s, "jax": _jax_demo_ms(batches),
            "dynajax_compiled": 1e3 / compiled.steady_steps_per_s if compiled else None}
+    with contextlib.suppress(ImportError):
+        row["torch"] = _torch_demo_ms(batches)
+    row["notes"] = "medians over steps whose graph (sequence length) was met before, so compiles are excluded"
     if compiled:
         st = compiled.stats
-        row["notes"] = (f"median over steps whose graph was seen before; {st.compiles} compiles in "
-                        f"{st.compile_time:.1f} s, {st.graph_breaks / len(compiled.times):.1f} graph breaks/step")
+        row["notes"] += (f"; dynajax.compile: {st.compiles} compiles in {st.compile_time:.1f} s, "
+                         f"{st.graph_breaks / len(compiled.times):.1f} graph breaks/step")
     return [row]
 
 
