@@ -243,3 +243,21 @@ def test_gumbel_softmax():
     assert logits.grad is not None and float(logits.grad.abs().sum()) > 0
     s = F.gumbel_softmax(logits[:2], tau=1.0)
     assert_close(s.sum(-1), dj.ones(2, dtype=dj.float64))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                dict(kernel_size=2, dilation=2)])
+def test_max_pool_indices_and_unpool(kw):
+    import torch.nn.functional as TF
+    x = randn(2, 3, 5, 6)
+    od, id_ = F.max_pool2d(dj.tensor(x), return_indices=True, **kw)
+    ot, it = TF.max_pool2d(torch.tensor(x), return_indices=True, **kw)
+    assert_close(od, ot)
+    assert_close(id_, it)
+    if "dilation" in kw:
+        return
+    ukw = {k: v for k, v in kw.items() if k in ("kernel_size", "stride", "padding")}
+    compare(lambda a: F.max_unpool2d(a, id_, output_size=(5, 6), **ukw),
+            lambda a: TF.max_unpool2d(a, it, output_size=(5, 6), **ukw), ot.numpy().astype(np.float64), double=True)
+    check_module(nn.MaxUnpool2d(2), torch.nn.MaxUnpool2d(2), randn(1, 2, 2, 3), np.array(
+        [[[[0, 3, 5], [12, 15, 17]], [[1, 2, 4], [13, 14, 16]]]]))

@@ -115,4 +115,6 @@ from .modules.layers import Fold as Fold
 from .modules.activation import Softshrink as Softshrink
 from .modules.activation import Hardshrink as Hardshrink
 from .modules.activation import Softmax2d as Softmax2d
+from .modules.layers import MaxUnpool1d as MaxUnpool1d
+from .modules.layers import MaxUnpool2d as MaxUnpool2d
 from . import utils as utils

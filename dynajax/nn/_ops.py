@@ -164,24 +164,36 @@ def pool_out_len(L: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int
     return out
 
 
-def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
+def _pool_pads(x, kernel, stride, padding, dilation, ceil_mode):
+    """Per-dim (lo, hi) padding (hi grows for ceil_mode) and the output sizes of a max pool."""
     nd = len(kernel)
-    pads = [(0, 0)] * (x.ndim - nd)
+    pads, outs = [(0, 0)] * (x.ndim - nd), []
     for i in range(nd):
         L = x.shape[x.ndim - nd + i]
         out = pool_out_len(L, kernel[i], stride[i], padding[i], dilation[i], ceil_mode)
         hi = (out - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 - L - padding[i]
         pads.append((padding[i], max(hi, 0)))
+        outs.append(out)
+    return pads, outs
+
+
+def _window_slices(x, kernel, stride, dilation, pads, outs):
+    """The padded input sliced at each kernel offset: one (..., *outs) array per offset."""
+    init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    xp = jnp.pad(x, pads, constant_values=np.array(init, x.dtype))
+    for offs in np.ndindex(*kernel):
+        yield offs, xp[(Ellipsis,) + tuple(slice(o * d, o * d + (n - 1) * s + 1, s)
+                                           for o, d, n, s in zip(offs, dilation, outs, stride))]
+
+
+def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
+    nd = len(kernel)
+    pads, outs = _pool_pads(x, kernel, stride, padding, dilation, ceil_mode)
     lead = (1,) * (x.ndim - nd)
     init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
     if any(d != 1 for d in dilation):  # JAX has no VJP for dilated reduce_window max: max over strided slices
-        xp = jnp.pad(x, pads, constant_values=np.array(init, x.dtype))
-        outs = [(xp.shape[x.ndim - nd + i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
-                for i in range(nd)]
         r = None
-        for offs in np.ndindex(*kernel):
-            sl = tuple(slice(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offs, dilation, outs, stride))
-            v = xp[(Ellipsis,) + sl]
+        for _, v in _window_slices(x, kernel, stride, dilation, pads, outs):
             r = v if r is None else jnp.maximum(r, v)
         return r
     return jax.lax.reduce_window(x, np.array(init, x.dtype), jax.lax.max, lead + kernel, lead + stride, pads,
@@ -189,6 +201,47 @@ def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
 
 
 max_pool = linearized("max_pool", _max_pool_impl)
+
+
+@op("max_pool_indices")
+def max_pool_indices(x, *, kernel, stride, padding, dilation, ceil_mode):
+    """Flat index (within each plane) of every window's first maximum, as PyTorch's return_indices."""
+    nd = len(kernel)
+    pads, outs = _pool_pads(x, kernel, stride, padding, dilation, ceil_mode)
+    offsets, vals = zip(*_window_slices(x, kernel, stride, dilation, pads, outs))
+    best = jnp.argmax(jnp.stack(vals, 0), 0)
+    offs = jnp.asarray(np.array(offsets), jnp.int64)[best]  # (..., *outs, nd)
+    flat = jnp.zeros(best.shape, jnp.int64)
+    for i in range(nd):
+        grid = jnp.arange(outs[i], dtype=jnp.int64).reshape((-1,) + (1,) * (nd - 1 - i)) * stride[i]
+        pos = grid - padding[i] + offs[..., i] * dilation[i]
+        flat = flat * x.shape[x.ndim - nd + i] + pos
+    return flat
+
+
+@op("max_unpool")
+def _max_unpool(x, idx, *, plane):
+    lead = x.shape[:x.ndim - len(plane)]
+    flat = jnp.zeros(lead + (int(np.prod(plane)),), x.dtype)
+    xs, ids = x.reshape(lead + (-1,)), idx.reshape(lead + (-1,))
+    flat = jax.vmap(lambda f, i, v: f.at[i].set(v))(flat.reshape(-1, flat.shape[-1]), ids.reshape(-1, ids.shape[-1]),
+                                                   xs.reshape(-1, xs.shape[-1]))
+    return flat.reshape(lead + tuple(plane))
+
+
+@op("max_unpool_backward")
+def _max_unpool_backward(g, idx, *, plane):
+    lead = idx.shape[:idx.ndim - len(plane)]
+    gf = g.reshape(lead + (-1,))
+    return jnp.take_along_axis(gf, idx.reshape(lead + (-1,)), -1).reshape(idx.shape)
+
+
+_max_unpool.defvjp(lambda g, out, x, idx, *, plane: (apply(_max_unpool_backward, g, idx, plane=plane), None))
+_max_unpool_backward.defvjp(lambda g, out, gy, idx, *, plane: (apply(_max_unpool, g, idx, plane=plane), None))
+
+
+def max_unpool_op(x, idx, out_plane):
+    return apply(_max_unpool, x, idx, plane=tuple(out_plane))
 
 
 def _pad_impl(x, *, pads, mode, value):

@@ -27,7 +27,7 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss",
     "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss",
     "multilabel_soft_margin_loss", "hinge_embedding_loss", "adaptive_max_pool1d", "adaptive_max_pool2d",
-    "unfold", "fold", "pixel_unshuffle", "gumbel_softmax", "softshrink", "hardshrink",
+    "unfold", "fold", "pixel_unshuffle", "max_unpool1d", "max_unpool2d", "gumbel_softmax", "softshrink", "hardshrink",
 ]
 
 
@@ -161,15 +161,37 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 # ---------------------------------------------------------------- pooling / resampling
 def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
     from ..ops.registry import apply
-    if return_indices:
-        raise NotImplementedError("dynajax: max_pool with return_indices=True is not supported yet")
     k = _tuple(kernel_size, nd)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd)
     p, d = _tuple(padding, nd), _tuple(dilation, nd)
     if any(pp * 2 > kk for pp, kk in zip(p, k)):
         raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
                            f"kernel_size={k[0]} and dilation={d[0]}")
-    return apply(_ops.max_pool, input, kernel=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
+    params = dict(kernel=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
+    out = apply(_ops.max_pool, input, **params)
+    return (out, apply(_ops.max_pool_indices, input, **params)) if return_indices else out
+
+
+def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd):
+    k = _tuple(kernel_size, nd)
+    s = k if stride is None else _tuple(stride, nd)
+    p = _tuple(padding, nd)
+    L = input.shape[-nd:]
+    if output_size is None:
+        plane = tuple((L[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
+    else:
+        plane = tuple(output_size)[-nd:]
+    return _ops.max_unpool_op(input, indices, plane)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """Place values back at the positions ``max_pool1d(..., return_indices=True)`` took them from."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """Place values back at the positions ``max_pool2d(..., return_indices=True)`` took them from."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):

@@ -269,6 +269,34 @@ class MaxPool2d(_MaxPoolNd):
     _nd = 2
 
 
+class _MaxUnpoolNd(Module):
+    _nd = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        super().__init__()
+        nd = self._nd
+        self.kernel_size = _tuple(kernel_size, nd)
+        self.stride = _tuple(stride if stride is not None else kernel_size, nd)
+        self.padding = _tuple(padding, nd)
+
+    def forward(self, input, indices, output_size=None):
+        fn = F.max_unpool1d if self._nd == 1 else F.max_unpool2d
+        return fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """Inverse of MaxPool1d given its indices (non-maxima become 0)."""
+    _nd = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """Inverse of MaxPool2d given its indices (non-maxima become 0)."""
+    _nd = 2
+
+
 class AvgPool1d(Module):
     """Mean over windows of the last dim."""
 
