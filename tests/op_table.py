@@ -290,3 +290,17 @@ linearized("adaptive_max_pool", lambda x: F.adaptive_max_pool2d(x, (2, 3)), (1, 
            "continuous (no ties)")
 linearized("im2col", lambda x: F.unfold(x, 2), (1, 2, 4, 4), (1, 8, 9))
 linearized("col2im", lambda x: F.fold(x, (3, 3), 2), (1, 8, 4), (1, 2, 3, 3))
+
+
+def _pool_indices(r):
+    """Valid, distinct max_pool2d(2) indices into a 4x4 plane: one position per 2x2 window."""
+    i, j = np.meshgrid(np.arange(2), np.arange(2), indexing="ij")
+    pick = r.integers(0, 2, (1, 2, 2, 2, 2))
+    return (2 * i + pick[..., 0]) * 4 + (2 * j + pick[..., 1])
+
+
+entry("max_pool_indices", lambda x: F.max_pool2d(x, 2, return_indices=True)[1], normal(1, 2, 4, 4), order=0)
+_unpool = lambda x, i: F.max_unpool2d(x, i, 2)  # noqa: E731
+entry("max_unpool", _unpool, lambda r: [r.standard_normal((1, 2, 2, 2)), _pool_indices(r)])
+entry("max_unpool_backward", vjp_of(_unpool),
+      lambda r: [r.standard_normal((1, 2, 2, 2)), _pool_indices(r), r.standard_normal((1, 2, 4, 4))])
