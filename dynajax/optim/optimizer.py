@@ -34,6 +34,7 @@ class Optimizer:
     def __init__(self, params, defaults: dict) -> None:
         self.defaults = defaults
         self.state: dict = defaultdict(dict)
+        self._host_steps: dict = {}  # id(step tensor) -> (tensor, its version, its value then)
         self.param_groups: list = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
@@ -115,14 +116,22 @@ class Optimizer:
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict) -> None:
         raise NotImplementedError
 
-    @staticmethod
-    def _step(state: dict) -> float:
-        """Increment ``state['step']`` (a float32 tensor, as in PyTorch) and return its value."""
+    def _step(self, state: dict) -> float:
+        """Increment ``state['step']`` (a float32 tensor, as in PyTorch) and return its value.
+
+        The value is also tracked on the host (synced once per step tensor, then
+        advanced by the tensor's version counter), so a step needs no device read:
+        under ``dynajax.compile`` that read would be a graph break every step.
+        """
         from ..ops.creation import tensor
-        if "step" not in state:
-            state["step"] = tensor(0.0)
-        state["step"].add_(1)
-        return float(state["step"].item())
+        t = state.get("step")
+        if t is None:
+            t = state["step"] = tensor(0.0)
+        known = self._host_steps.get(id(t))
+        if known is None or known[0] is not t:
+            known = self._host_steps[id(t)] = (t, t._version, float(t.item()))
+        t.add_(1)
+        return known[2] + (t._version - known[1])
 
     # ---------------------------------------------------------------- state dict
     def state_dict(self) -> dict:
