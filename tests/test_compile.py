@@ -86,7 +86,7 @@ def test_grads_and_optimizer_state_written_back():
         for k in s:
             np.testing.assert_allclose(np.asarray(s[k]), np.asarray(t[k]), rtol=1e-5, atol=1e-6)
     # Adam creates its state from fresh zeros: the first step's graph is the same as the later ones
-    assert c.stats.compiles == 1 and c.stats.graph_breaks == 3 * 4  # step.item() per parameter
+    assert c.stats.compiles == 1 and c.stats.graph_breaks == 0  # the step count is tracked on the host
 
 
 def test_python_branch_on_argument_gives_two_entries():

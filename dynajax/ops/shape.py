@@ -129,7 +129,8 @@ def expand(input: Tensor, *sizes) -> Tensor:
                            f"in the tensor ({len(shape)})")
     lead = len(sizes) - len(shape)
     out = []
-    for i, s in enumerate(sizes):
+    for i in reversed(range(len(sizes))):  # PyTorch checks (and reports) from the last dim
+        s = sizes[i]
         if i < lead:
             if s < 0:
                 raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
@@ -144,7 +145,7 @@ def expand(input: Tensor, *sizes) -> Tensor:
                                f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
                                f"{list(shape)}")
         out.append(s)
-    out = tuple(out)
+    out = tuple(reversed(out))
     if out == shape:
         return input
     return make_view(_expand, input, shape=out, in_shape=shape)
