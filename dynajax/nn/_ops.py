@@ -25,11 +25,16 @@ def _linear(x, w):
     return jnp.matmul(x, w.T)
 
 
-@_linear.defvjp
-def _linear_vjp(g, out, x, w):
-    n_out, n_in = g.shape[-1], x.shape[-1]
-    g2, x2 = g.reshape(-1, n_out), x.reshape(-1, n_in)
-    return apply(_linear, g, w.t()), apply(_linear, g2.t(), x2.t())
+def _linear_vjp_x(g, out, x, w):
+    return apply(_linear, g, w.t())
+
+
+def _linear_vjp_w(g, out, x, w):
+    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+    return apply(_linear, g2.t(), x2.t())
+
+
+_linear.defvjp(_linear_vjp_x, _linear_vjp_w)  # per input: no input gradient for a data batch
 
 
 def linear_nobias(x, w):
@@ -64,10 +69,8 @@ def conv_weight_grad(x, g, *, w_shape, stride, padding, dilation, groups):
     return jax.vjp(f, jnp.zeros(w_shape, g.dtype))[1](g)[0]
 
 
-@conv.defvjp
-def _conv_vjp(g, out, x, w, **p):
-    return (apply(conv_input_grad, g, w, in_shape=tuple(x.shape), **p),
-            apply(conv_weight_grad, x, g, w_shape=tuple(w.shape), **p))
+conv.defvjp(lambda g, out, x, w, **p: apply(conv_input_grad, g, w, in_shape=tuple(x.shape), **p),
+            lambda g, out, x, w, **p: apply(conv_weight_grad, x, g, w_shape=tuple(w.shape), **p))
 
 
 @conv_input_grad.defvjp
