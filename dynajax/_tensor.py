@@ -22,9 +22,15 @@ class Tensor:
     tensor([2., 4.])
     """
 
-    __slots__ = ("_value", "_rg", "grad", "grad_fn", "_out_idx", "_vc", "_base", "_view",
-                 "_view_ver", "_hooks", "_retains_grad", "__weakref__", "__dict__")
+    # Hot attributes are slots set by ``_init``; rarely set ones live in the instance dict only
+    # when set, falling back to the class defaults below (fewer stores per op).
+    __slots__ = ("_value", "_rg", "grad_fn", "_out_idx", "_vc", "_base", "__weakref__", "__dict__")
     __array_priority__ = 1000
+    grad = None
+    _view = None            # view chain from the base (views only)
+    _view_ver = 0           # base version the view was computed at
+    _hooks = None           # leaf gradient hooks
+    _retains_grad = False
 
     def __new__(cls, data=None, *args, **kwargs):
         if cls is Tensor and data is None:
@@ -248,7 +254,8 @@ class Tensor:
             self._sync()
         return tensor_repr(self)
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.__repr__()  # so subclasses' repr (Parameter) is used by print too
 
     def __format__(self, spec: str) -> str:
         if self._value.ndim == 0:
@@ -266,9 +273,10 @@ class Tensor:
         _init(new, self._value, self._rg)
         if self.grad is not None:
             new.grad = _make(self.grad._value)
-        for k, v in getattr(self, "__dict__", {}).items():
-            import copy
-            setattr(new, k, copy.deepcopy(v, memo))
+        import copy
+        for k, v in self.__dict__.items():  # user attributes; autograd/view state is not copied
+            if k not in _INTERNAL:
+                setattr(new, k, copy.deepcopy(v, memo))
         memo[id(self)] = new
         return new
 
@@ -283,6 +291,9 @@ class Tensor:
     def _assign(self, result: "Tensor") -> "Tensor":
         from .ops.views import assign
         return assign(self, result)
+
+
+_INTERNAL = frozenset({"grad", "_view", "_view_ver", "_hooks", "_retains_grad"})
 
 
 class Size(tuple):
@@ -339,15 +350,10 @@ def _wrap_dim(dim: int, ndim: int) -> int:
 def _init(t: Tensor, value, requires_grad=False, grad_fn=None, idx=0, vc=None) -> Tensor:
     t._value = value
     t._rg = requires_grad
-    t.grad = None
     t.grad_fn = grad_fn
     t._out_idx = idx
     t._vc = [0, 0] if vc is None else vc
     t._base = None
-    t._view = None
-    t._view_ver = 0
-    t._hooks = None
-    t._retains_grad = False
     return t
 
 
