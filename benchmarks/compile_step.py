@@ -1,17 +1,27 @@
 """Training-step time, side by side in one process: dynajax eager, dynajax.compile, hand-written jax.jit,
-PyTorch eager. MLP 784-512-512-10, batch 128, Adam, cross-entropy.
+PyTorch eager, on three workloads:
 
-Prints medians (ms) and ratios to the hand-written jax.jit step; also first-call compile time, the
-capture (re-running the Python step) cost per call and per recorded op, and graph breaks per step.
-Rounds interleave the contenders so machine noise hits all of them alike.
+- MLP 784-512-512-10, batch 128, Adam, cross-entropy;
+- CNN on 28x28x1, batch 64: conv 1->16 3x3 + BatchNorm2d + ReLU + MaxPool2d(2), conv 16->32 3x3 + ReLU +
+  MaxPool2d(2), Dropout(0.25), Linear 1568->10; cross-entropy, SGD momentum 0.9;
+- LSTM language model: vocab 100, embedding 64, LSTM hidden 128, batch 32, seq 35, Linear to vocab;
+  cross-entropy over every position, Adam.
 
-    python benchmarks/compile_step.py [--steps 30] [--rounds 5] [--no-donate]
+The hand-written JAX steps are value_and_grad + the same optimizer update written by hand under one
+jax.jit (NHWC convolutions, max-pool by reshape-and-max, the LSTM by lax.scan). Prints medians (ms/step)
+and ratios to the hand-written jax.jit step and to PyTorch eager; also dynajax.compile's first-call time
+(capture + trace + XLA compile + run), the capture (re-running the Python step) cost per call and per
+recorded op, and graph breaks per step. Rounds interleave the contenders so machine noise hits all of
+them alike. ``run()`` returns the rows for benchmarks/run_all.py.
+
+    python benchmarks/compile_step.py [--steps 10] [--rounds 5] [--no-donate] [--only mlp cnn lstm]
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +34,68 @@ import dynajax.nn.functional as F
 SIZES = (784, 512, 512, 10)
 BATCH = 128
 LR = 1e-3
+CNN_BATCH, CNN_LR, CNN_MOMENTUM, CNN_DROP = 64, 1e-2, 0.9, 0.25
+VOCAB, EMBED, HIDDEN, LM_BATCH, SEQ = 100, 64, 128, 32, 35
 
+
+# ---------------------------------------------------------------- shared pieces
+
+def _adam_update(params, m, v, t, g, lr=LR):
+    """One Adam step (PyTorch's defaults), written by hand over a pytree."""
+    t = t + 1
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+    step_size = lr / (1 - 0.9 ** t)
+    c2 = jnp.sqrt(1 - 0.999 ** t)
+    params = jax.tree_util.tree_map(lambda p, m, v: p - step_size * m / (jnp.sqrt(v) / c2 + 1e-8), params, m, v)
+    return params, m, v, t
+
+
+def _xent(logits, y):
+    """Mean cross-entropy of integer labels ``y`` against the last axis of ``logits``."""
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[..., None], -1))
+
+
+def _uniform(key, shape, fan_in):
+    bound = 1 / np.sqrt(fan_in)
+    return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+
+
+def _stateful(step, state, *args):
+    """A no-argument runner of a jitted ``step(state, *args) -> (loss, state)`` that keeps the state."""
+    def run():
+        nonlocal state
+        loss, state = step(state, *args)
+        return loss
+    return run
+
+
+def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool):
+    """(runner returning the loss's jax array, the step function) for one dynajax training step."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    fn = dj.compile(step, donate=donate) if compiled else step
+    x, y = dj.tensor(x), dj.tensor(y)
+    return (lambda: fn(x, y)._value), fn
+
+
+def _torch_runner(model, opt, loss_fn, x, y):
+    """A runner of one PyTorch training step returning the loss."""
+    def run():
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    model.train()
+    return run
+
+
+# ---------------------------------------------------------------- MLP
 
 def _data():
     rng = np.random.default_rng(0)
@@ -32,32 +103,22 @@ def _data():
 
 
 def dynajax_step(compiled: bool, donate: bool = True):
+    """MLP step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    fn = dj.compile(step, donate=donate) if compiled else step
-    xn, yn = _data()
-    x, y = dj.tensor(xn), dj.tensor(yn)
-    return (lambda: fn(x, y)._value), fn
+    return _dynajax_runner(model, opt, F.cross_entropy, *_data(), compiled, donate)
 
 
 def jax_step():
+    """MLP step hand-written in JAX."""
     key = jax.random.PRNGKey(0)
     params = []
     for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:])):
         k1, k2 = jax.random.split(jax.random.fold_in(key, i))
-        bound = 1 / np.sqrt(a)
-        params.append((jax.random.uniform(k1, (a, b), jnp.float32, -bound, bound),
-                       jax.random.uniform(k2, (b,), jnp.float32, -bound, bound)))
-    state = (params, jax.tree_util.tree_map(jnp.zeros_like, params), jax.tree_util.tree_map(jnp.zeros_like, params),
-             jnp.zeros((), jnp.float32))
+        params.append((_uniform(k1, (a, b), a), _uniform(k2, (b,), a)))
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    state = (params, zeros, zeros, jnp.zeros((), jnp.float32))
 
     def loss_fn(params, x, y):
         h = x
@@ -65,46 +126,201 @@ def jax_step():
             h = h @ w + b
             if i < len(params) - 1:
                 h = jax.nn.relu(h)
-        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1))
+        return _xent(h, y)
 
     @jax.jit
     def step(state, x, y):
         params, m, v, t = state
         loss, g = jax.value_and_grad(loss_fn)(params, x, y)
-        t = t + 1
-        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
-        v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
-        lr = LR / (1 - 0.9 ** t)
-        c2 = jnp.sqrt(1 - 0.999 ** t)
-        params = jax.tree_util.tree_map(lambda p, m, v: p - lr * m / (jnp.sqrt(v) / c2 + 1e-8), params, m, v)
-        return loss, (params, m, v, t)
+        return loss, _adam_update(params, m, v, t, g)
     xn, yn = _data()
-    x, y = jnp.asarray(xn), jnp.asarray(yn)
-
-    def run():
-        nonlocal state
-        loss, state = step(state, x, y)
-        return loss
-    return run
+    return _stateful(step, state, jnp.asarray(xn), jnp.asarray(yn))
 
 
 def torch_step():
+    """MLP step in PyTorch (raises ImportError without torch)."""
     import torch
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
                                 torch.nn.ReLU(), torch.nn.Linear(512, 10))
     opt = torch.optim.Adam(model.parameters(), lr=LR)
     xn, yn = _data()
-    x, y = torch.from_numpy(xn), torch.from_numpy(yn)
+    return _torch_runner(model, opt, torch.nn.functional.cross_entropy, torch.from_numpy(xn), torch.from_numpy(yn))
 
-    def run():
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return run
+
+# ---------------------------------------------------------------- CNN
+
+def _cnn_data():
+    rng = np.random.default_rng(1)
+    return rng.standard_normal((CNN_BATCH, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, CNN_BATCH)
+
+
+def _cnn_layers(ns):
+    """The CNN built from a torch-like namespace (dynajax.nn or torch.nn)."""
+    return ns.Sequential(ns.Conv2d(1, 16, 3, padding=1), ns.BatchNorm2d(16), ns.ReLU(), ns.MaxPool2d(2),
+                         ns.Conv2d(16, 32, 3, padding=1), ns.ReLU(), ns.MaxPool2d(2), ns.Dropout(CNN_DROP),
+                         ns.Flatten(), ns.Linear(32 * 7 * 7, 10))
+
+
+def cnn_dynajax_step(compiled: bool, donate: bool = True):
+    """CNN step in dynajax: (runner, step function)."""
+    dj.manual_seed(0)
+    model = _cnn_layers(nn)
+    model.train()
+    opt = dj.optim.SGD(model.parameters(), lr=CNN_LR, momentum=CNN_MOMENTUM)
+    return _dynajax_runner(model, opt, F.cross_entropy, *_cnn_data(), compiled, donate)
+
+
+def cnn_jax_step():
+    """CNN step hand-written in JAX: NHWC, train-mode BatchNorm with running stats, dropout, SGD momentum."""
+    ks = jax.random.split(jax.random.PRNGKey(0), 7)
+    params = {"c1w": _uniform(ks[0], (3, 3, 1, 16), 9), "c1b": _uniform(ks[1], (16,), 9),
+              "bng": jnp.ones(16, jnp.float32), "bnb": jnp.zeros(16, jnp.float32),
+              "c2w": _uniform(ks[2], (3, 3, 16, 32), 144), "c2b": _uniform(ks[3], (32,), 144),
+              "fw": _uniform(ks[4], (32 * 7 * 7, 10), 32 * 7 * 7), "fb": _uniform(ks[5], (10,), 32 * 7 * 7)}
+    running = (jnp.zeros(16, jnp.float32), jnp.ones(16, jnp.float32))
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def conv(x, w, b):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1)), dimension_numbers=dn) + b
+
+    def pool(x):
+        n, h, w, c = x.shape
+        return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+    def loss_fn(p, x, y, key):
+        h = conv(x, p["c1w"], p["c1b"])
+        mean, var = h.mean((0, 1, 2)), h.var((0, 1, 2))
+        h = (h - mean) * jax.lax.rsqrt(var + 1e-5) * p["bng"] + p["bnb"]
+        h = pool(jax.nn.relu(h))
+        h = pool(jax.nn.relu(conv(h, p["c2w"], p["c2b"])))
+        keep = jax.random.bernoulli(key, 1 - CNN_DROP, h.shape)
+        h = jnp.where(keep, h / (1 - CNN_DROP), 0)
+        h = h.transpose(0, 3, 1, 2).reshape(x.shape[0], -1)   # flatten in PyTorch's (C, H, W) order
+        return _xent(h @ p["fw"] + p["fb"], y), (mean, var)
+
+    @jax.jit
+    def step(state, x, y):
+        p, buf, (rm, rv), key = state
+        key, sub = jax.random.split(key)
+        (loss, (mean, var)), g = jax.value_and_grad(loss_fn, has_aux=True)(p, x, y, sub)
+        n = x.shape[0] * x.shape[1] * x.shape[2]
+        rm, rv = 0.9 * rm + 0.1 * mean, 0.9 * rv + 0.1 * var * n / (n - 1)
+        buf = jax.tree_util.tree_map(lambda b, g: CNN_MOMENTUM * b + g, buf, g)
+        p = jax.tree_util.tree_map(lambda p, b: p - CNN_LR * b, p, buf)
+        return loss, (p, buf, (rm, rv), key)
+    xn, yn = _cnn_data()
+    state = (params, jax.tree_util.tree_map(jnp.zeros_like, params), running, ks[6])
+    return _stateful(step, state, jnp.asarray(xn.transpose(0, 2, 3, 1)), jnp.asarray(yn))
+
+
+def cnn_torch_step():
+    """CNN step in PyTorch (raises ImportError without torch)."""
+    import torch
+    torch.manual_seed(0)
+    model = _cnn_layers(torch.nn)
+    opt = torch.optim.SGD(model.parameters(), lr=CNN_LR, momentum=CNN_MOMENTUM)
+    xn, yn = _cnn_data()
+    return _torch_runner(model, opt, torch.nn.functional.cross_entropy, torch.from_numpy(xn), torch.from_numpy(yn))
+
+
+# ---------------------------------------------------------------- LSTM language model
+
+def _lm_data():
+    rng = np.random.default_rng(2)
+    seq = rng.integers(0, VOCAB, (LM_BATCH, SEQ + 1))
+    return seq[:, :-1], seq[:, 1:]
+
+
+def _lm_model(ns):
+    """Embedding -> LSTM (batch first) -> Linear, from a torch-like namespace (dynajax.nn or torch.nn)."""
+    class LM(ns.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = ns.Embedding(VOCAB, EMBED)
+            self.lstm = ns.LSTM(EMBED, HIDDEN, batch_first=True)
+            self.head = ns.Linear(HIDDEN, VOCAB)
+
+        def forward(self, tokens):
+            return self.head(self.lstm(self.embed(tokens))[0])
+    return LM()
+
+
+def _lm_loss(f):
+    return lambda logits, y: f.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+
+
+def lstm_dynajax_step(compiled: bool, donate: bool = True):
+    """LSTM LM step in dynajax: (runner, step function)."""
+    dj.manual_seed(0)
+    model = _lm_model(nn)
+    opt = dj.optim.Adam(model.parameters(), lr=LR)
+    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate)
+
+
+def lstm_jax_step():
+    """LSTM LM step hand-written in JAX: PyTorch's gate order (i, f, g, o), lax.scan over time, Adam."""
+    ks = jax.random.split(jax.random.PRNGKey(0), 7)
+    params = {"embed": jax.random.normal(ks[0], (VOCAB, EMBED), jnp.float32),
+              "w_ih": _uniform(ks[1], (EMBED, 4 * HIDDEN), HIDDEN), "w_hh": _uniform(ks[2], (HIDDEN, 4 * HIDDEN), HIDDEN),
+              "b_ih": _uniform(ks[3], (4 * HIDDEN,), HIDDEN), "b_hh": _uniform(ks[4], (4 * HIDDEN,), HIDDEN),
+              "hw": _uniform(ks[5], (HIDDEN, VOCAB), HIDDEN), "hb": _uniform(ks[6], (VOCAB,), HIDDEN)}
+
+    def loss_fn(p, tokens, y):
+        xs = (p["embed"][tokens] @ p["w_ih"] + p["b_ih"]).swapaxes(0, 1)   # (T, B, 4H)
+
+        def cell(carry, xw):
+            h, c = carry
+            i, f, g, o = jnp.split(xw + h @ p["w_hh"] + p["b_hh"], 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+        z = jnp.zeros((tokens.shape[0], HIDDEN), jnp.float32)
+        _, hs = jax.lax.scan(cell, (z, z), xs)
+        return _xent(hs.swapaxes(0, 1) @ p["hw"] + p["hb"], y)
+
+    @jax.jit
+    def step(state, tokens, y):
+        p, m, v, t = state
+        loss, g = jax.value_and_grad(loss_fn)(p, tokens, y)
+        return loss, _adam_update(p, m, v, t, g)
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    tn, yn = _lm_data()
+    return _stateful(step, (params, zeros, zeros, jnp.zeros((), jnp.float32)), jnp.asarray(tn), jnp.asarray(yn))
+
+
+def lstm_torch_step():
+    """LSTM LM step in PyTorch (raises ImportError without torch)."""
+    import torch
+    torch.manual_seed(0)
+    model = _lm_model(torch.nn)
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    tn, yn = _lm_data()
+    return _torch_runner(model, opt, _lm_loss(torch.nn.functional), torch.from_numpy(tn), torch.from_numpy(yn))
+
+
+# ---------------------------------------------------------------- measuring
+
+class Workload(NamedTuple):
+    """One model: its title and the step builders of each contender."""
+
+    key: str
+    title: str
+    dynajax: Callable      # (compiled, donate) -> (runner, step fn)
+    jax: Callable          # () -> runner
+    torch: Callable        # () -> runner; ImportError without torch
+    eager_div: int = 3     # dynajax eager runs steps // eager_div steps a round (it is the slow one)
+
+
+WORKLOADS = [
+    Workload("mlp", "MLP 784-512-512-10, batch 128, Adam", dynajax_step, jax_step, torch_step),
+    Workload("cnn", "CNN 28x28x1 conv16+BN+pool, conv32+pool, dropout, fc10; batch 64, SGD momentum",
+             cnn_dynajax_step, cnn_jax_step, cnn_torch_step),
+    Workload("lstm", "LSTM LM vocab 100, embed 64, hidden 128, batch 32, seq 35, Adam",
+             lstm_dynajax_step, lstm_jax_step, lstm_torch_step, eager_div=6),
+]
+NAMES = {"dynajax_eager": "dynajax eager", "dynajax_compiled": "dynajax compiled",
+         "jax": "jax.jit (hand-written)", "torch": "PyTorch eager"}
 
 
 def _time(run, steps: int, block) -> float:
@@ -117,23 +333,19 @@ def _time(run, steps: int, block) -> float:
     return statistics.median(ts) * 1e3
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--no-donate", action="store_true")
-    a = ap.parse_args()
+def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) -> dict:
+    """Median ms/step of each contender on one workload, plus dynajax.compile's first call and stats."""
     jax_block = jax.block_until_ready
     contenders = {}
     t0 = time.perf_counter()
-    comp_run, comp = dynajax_step(True, donate=not a.no_donate)
+    comp_run, comp = w.dynajax(True, donate)
     jax_block(comp_run())
     first_call = time.perf_counter() - t0
-    contenders["dynajax compiled"] = (comp_run, jax_block)
-    contenders["jax.jit (hand-written)"] = (jax_step(), jax_block)
-    contenders["dynajax eager"] = (dynajax_step(False)[0], jax_block)
+    contenders["dynajax_compiled"] = (comp_run, jax_block)
+    contenders["jax"] = (w.jax(), jax_block)
+    contenders["dynajax_eager"] = (w.dynajax(False, donate)[0], jax_block)
     try:
-        contenders["PyTorch eager"] = (torch_step(), lambda r: r.item())
+        contenders["torch"] = (w.torch(), lambda r: r.item())
     except ImportError:
         pass
     for run, block in contenders.values():   # warm up (compiles, allocator)
@@ -142,25 +354,64 @@ def main() -> None:
     results = {k: [] for k in contenders}
     st = comp.stats
     calls0, cap0, breaks0 = st.calls, st.capture_time, st.graph_breaks
-    for _ in range(a.rounds):
+    for _ in range(rounds):
         for name, (run, block) in contenders.items():
-            results[name].append(_time(run, a.steps if name != "dynajax eager" else max(5, a.steps // 3), block))
-    ref = statistics.median(results["jax.jit (hand-written)"])
-    print(f"MLP 784-512-512-10, batch {BATCH}, Adam; median of {a.rounds} rounds x {a.steps} steps "
-          f"(donate={not a.no_donate})")
-    print(f"{'':26s}{'ms/step':>10s}{'vs jax.jit':>12s}{'steps/s':>10s}")
-    for name, r in results.items():
-        m = statistics.median(r)
-        print(f"{name:26s}{m:10.3f}{m / ref:11.2f}x{1e3 / m:10.1f}")
-    if "PyTorch eager" in results:
-        print(f"dynajax compiled / PyTorch eager: "
-              f"{statistics.median(results['dynajax compiled']) / statistics.median(results['PyTorch eager']):.2f}x")
+            n = max(3, steps // w.eager_div) if name == "dynajax_eager" else steps
+            results[name].append(_time(run, n, block))
     n = st.calls - calls0
-    print(f"first call (capture + trace + XLA compile + run): {first_call * 1e3:.0f} ms; "
-          f"compiles: {st.compiles}, cache hits: {st.cache_hits}")
-    print(f"capture: {(st.capture_time - cap0) / n * 1e3:.3f} ms/call, {st.recorded_ops} recorded ops, "
-          f"{(st.capture_time - cap0) / n / st.recorded_ops * 1e6:.1f} us/op; "
-          f"graph breaks/step: {(st.graph_breaks - breaks0) / n:.1f}")
+    cap = (st.capture_time - cap0) / n
+    return {"ms": {k: statistics.median(r) for k, r in results.items()}, "first_call_ms": first_call * 1e3,
+            "compiles": st.compiles, "cache_hits": st.cache_hits, "compile_time_ms": st.compile_time * 1e3,
+            "capture_ms": cap * 1e3, "recorded_ops": st.recorded_ops,
+            "capture_us_per_op": cap / st.recorded_ops * 1e6 if st.recorded_ops else float("nan"),
+            "graph_breaks_per_step": (st.graph_breaks - breaks0) / n}
+
+
+def _selected(only) -> list[Workload]:
+    return [w for w in WORKLOADS if not only or w.key in only]
+
+
+def run(steps: int = 10, rounds: int = 5, donate: bool = True, only=None) -> list[dict]:
+    """One run_all.py row per workload: median ms/step of the four contenders and dynajax.compile's costs."""
+    rows = []
+    for w in _selected(only):
+        r = measure(w, steps, rounds, donate)
+        rows.append({"workload": w.title, "unit": "ms/step", "dynajax_eager": r["ms"]["dynajax_eager"],
+                     "dynajax_compiled": r["ms"]["dynajax_compiled"], "jax": r["ms"]["jax"],
+                     "torch": r["ms"].get("torch"),
+                     "notes": f"dynajax.compile first call {r['first_call_ms']:.0f} ms (XLA compile "
+                              f"{r['compile_time_ms']:.0f} ms); capture {r['capture_ms']:.2f} ms/step = "
+                              f"{r['capture_us_per_op']:.1f} us/op over {r['recorded_ops']} recorded ops; "
+                              f"{r['graph_breaks_per_step']:.1f} graph breaks/step; {rounds} rounds x {steps} steps"})
+    return rows
+
+
+def report(w: Workload, r: dict, steps: int, rounds: int, donate: bool) -> None:
+    """Print one workload's table."""
+    ms = r["ms"]
+    ref, tref = ms["jax"], ms.get("torch")
+    print(f"{w.title}; median of {rounds} rounds x {steps} steps (donate={donate})")
+    print(f"  {'':24s}{'ms/step':>10s}{'vs jax.jit':>12s}{'vs torch':>10s}{'steps/s':>10s}")
+    for k, m in ms.items():
+        vt = f"{m / tref:9.2f}x" if tref else f"{'-':>10s}"
+        print(f"{NAMES[k]:26s}{m:10.3f}{m / ref:11.2f}x{vt}{1e3 / m:10.1f}")
+    print(f"  first call (capture + trace + XLA compile + run): {r['first_call_ms']:.0f} ms "
+          f"(trace + compile {r['compile_time_ms']:.0f} ms); compiles: {r['compiles']}, "
+          f"cache hits: {r['cache_hits']}")
+    print(f"  capture: {r['capture_ms']:.3f} ms/call, {r['recorded_ops']} recorded ops, "
+          f"{r['capture_us_per_op']:.1f} us/op; graph breaks/step: {r['graph_breaks_per_step']:.1f}")
+    print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-donate", action="store_true")
+    ap.add_argument("--only", nargs="+", choices=[w.key for w in WORKLOADS])
+    a = ap.parse_args()
+    for w in _selected(a.only):
+        report(w, measure(w, a.steps, a.rounds, not a.no_donate), a.steps, a.rounds, not a.no_donate)
 
 
 if __name__ == "__main__":
