@@ -33,11 +33,18 @@ class Generator:
         return self._seed
 
     def get_state(self):
+        """The stream's state as a uint8 tensor (PyTorch's type), usable with ``dynajax.save``."""
         from ._tensor import _make
-        return _make(jnp.asarray(self._key, jnp.uint32))
+        return _make(jnp.asarray(np.asarray(self._key, np.uint32).view(np.uint8)))
 
     def set_state(self, state) -> None:
-        self._key = jnp.asarray(state._value if hasattr(state, "_value") else state, jnp.uint32)
+        arr = np.asarray(state._value if hasattr(state, "_value") else state)
+        if arr.dtype == np.uint8:
+            arr = arr.view(np.uint32)
+        if arr.shape != (2,):
+            raise RuntimeError(f"Invalid RNG state: expected 8 bytes (uint8) or 2 words (uint32), got shape "
+                               f"{list(arr.shape)} dtype {arr.dtype}")
+        self._key = jnp.asarray(arr, jnp.uint32)
 
     def next_key(self):
         self._key, sub = _split(self._key)
