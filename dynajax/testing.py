@@ -29,7 +29,7 @@ def _np(x) -> np.ndarray:
         return np.asarray(x.detach()._value)
     if hasattr(x, "detach") and hasattr(x, "numpy"):  # a torch tensor
         x = x.detach()
-        return x.float().numpy() if str(x.dtype) == "torch.bfloat16" else x.numpy()
+        return x.float().numpy(force=True) if str(x.dtype) == "torch.bfloat16" else x.numpy(force=True)
     return np.asarray(x)
 
 

@@ -41,18 +41,15 @@ def to_dj(a: np.ndarray, requires_grad: bool = False):
 
 
 def assert_close(actual, expected, rtol=None, atol=None, check_dtype: bool = True, msg: str = "") -> None:
-    """Values equal within per-dtype tolerances (PyTorch's defaults), dtypes equal too."""
-    a, e = to_np(actual), to_np(expected)
-    if check_dtype and isinstance(actual, dj.Tensor) and torch is not None and isinstance(expected, torch.Tensor):
-        assert str(actual.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1], \
-            f"{msg} dtype {actual.dtype} != {expected.dtype}"
-    assert a.shape == e.shape, f"{msg} shape {a.shape} != {e.shape}"
-    r, t = _TOL.get(np.dtype(e.dtype) if e.dtype.kind == "f" else np.dtype(np.float64), (1e-7, 1e-7))
-    if e.dtype.kind in "biu":
-        np.testing.assert_array_equal(a, e, err_msg=msg)
-    else:
-        np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=rtol or r, atol=atol or t,
-                                   err_msg=msg, equal_nan=True)
+    """``dynajax.testing.assert_close`` (PyTorch's per-dtype tolerances, NaNs equal) with this suite's
+    conventions: dtypes are compared only between a dynajax result and a torch expectation, and a lone
+    ``rtol`` or ``atol`` takes the other from the expected dtype's default."""
+    if (rtol is None) != (atol is None):
+        r, t = _TOL.get(to_np(expected).dtype, (1e-7, 1e-7))
+        rtol, atol = (r if rtol is None else rtol), (t if atol is None else atol)
+    strict = check_dtype and isinstance(actual, dj.Tensor) and torch is not None and isinstance(expected, torch.Tensor)
+    dj.testing.assert_close(actual, expected if strict else to_np(expected), rtol=rtol, atol=atol,
+                            equal_nan=True, check_dtype=strict, msg=msg or None)
 
 
 def _flat_outputs(out):

@@ -213,7 +213,7 @@ def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
     else:
         g = tuple(gs[i] if gs[i] is not None else zeros(node.out_meta[i][0], dtype=_np_to_dj(node.out_meta[i][1]))
                   for i in range(len(gs)))
-    per_input = getattr(node.op, "per_input", None)
+    per_input = node.op.per_input
     if per_input is not None:  # only the cotangents that some edge needs
         res = tuple(r(g, out, *inputs, **node.params) if r is not None and e is not None else None
                     for r, e in zip(per_input, node.edges))

@@ -65,6 +65,7 @@ class _FunctionOp:
         self.backward_name = cls.__name__ + "Backward"
         self.cls = cls
         self.impl = None
+        self.per_input = None
         self.saves_out = False
         self.nout = 1
 
