@@ -139,18 +139,22 @@ def one_hot_op(idx, *, num_classes):
 
 
 # ---------------------------------------------------------------- piecewise-linear ops
-def linearized(name: str, f):
+def linearized(name: str, f, vjp_impl=None, jvp_impl=None):
     """Register ``f(x, **params)`` (piecewise linear in ``x``) as op ``name`` plus its
-    VJP and JVP ops; each one's rule is another of the three, so every order differentiates."""
+    VJP and JVP ops; each one's rule is another of the three, so every order differentiates.
+    ``vjp_impl(g, x, **p)`` / ``jvp_impl(t, x, **p)`` replace JAX's autodiff of ``f`` where
+    a cheaper formula exists (they return None to fall back to it)."""
     fwd = op(name)(f)
 
     @op(name + "_backward")
     def vjp(g, x, **p):
-        return jax.vjp(functools.partial(f, **p), x)[1](g)[0]
+        r = vjp_impl(g, x, **p) if vjp_impl is not None else None
+        return jax.vjp(functools.partial(f, **p), x)[1](g)[0] if r is None else r
 
     @op(name + "_jvp")
     def jvp(t, x, **p):
-        return jax.jvp(functools.partial(f, **p), (x,), (t,))[1]
+        r = jvp_impl(t, x, **p) if jvp_impl is not None else None
+        return jax.jvp(functools.partial(f, **p), (x,), (t,))[1] if r is None else r
 
     fwd.defvjp(lambda g, out, x, **p: (apply(vjp, g, x, **p),))
     vjp.defvjp(lambda g, out, gy, x, **p: (apply(jvp, g, x, **p), None))
@@ -203,7 +207,56 @@ def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
                                  window_dilation=lead + dilation)
 
 
-max_pool = linearized("max_pool", _max_pool_impl)
+def _tiles(x, kernel, stride, padding, dilation, ceil_mode):
+    """For a max pool whose windows tile the input (stride == kernel, no padding or dilation):
+    ``(windows, undo)`` with ``windows`` of shape (..., *outs, prod(kernel)) and ``undo`` mapping such
+    an array back to ``x``'s shape (zeros where no window reaches); None for other pools."""
+    nd = len(kernel)
+    if tuple(stride) != tuple(kernel) or any(padding) or any(d != 1 for d in dilation):
+        return None
+    pads, outs = _pool_pads(x, kernel, stride, padding, dilation, ceil_mode)
+    if any(hi for _, hi in pads):
+        return None
+    lead, sp = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
+    nl = len(lead)
+    split = lead + tuple(d for o, k in zip(outs, kernel) for d in (o, k))
+    perm = tuple(range(nl)) + tuple(nl + 2 * i for i in range(nd)) + tuple(nl + 2 * i + 1 for i in range(nd))
+    inv = tuple(np.argsort(perm))
+    crop = (Ellipsis,) + tuple(slice(0, o * k) for o, k in zip(outs, kernel))
+
+    def windows(a):
+        return a[crop].reshape(split).transpose(perm).reshape(lead + tuple(outs) + (-1,))
+
+    def undo(w):
+        y = w.reshape(lead + tuple(outs) + tuple(kernel)).transpose(inv).reshape(
+            lead + tuple(o * k for o, k in zip(outs, kernel)))
+        return jnp.pad(y, [(0, 0)] * nl + [(0, L - o * k) for L, o, k in zip(sp, outs, kernel)])
+    return windows, undo
+
+
+def _first_max(w):
+    """One-hot (same dtype) of the first maximum along the last axis: where PyTorch routes a max pool's
+    gradient (XLA's select-and-scatter is several times slower on CPU)."""
+    return jax.nn.one_hot(jnp.argmax(w, -1), w.shape[-1], dtype=w.dtype)
+
+
+def _max_pool_vjp(g, x, **p):
+    t = _tiles(x, **p)
+    if t is None:
+        return None
+    windows, undo = t
+    return undo(_first_max(windows(x)) * g[..., None])
+
+
+def _max_pool_jvp(t, x, **p):
+    tl = _tiles(x, **p)
+    if tl is None:
+        return None
+    windows, _ = tl
+    return jnp.sum(_first_max(windows(x)) * windows(t), -1)
+
+
+max_pool = linearized("max_pool", _max_pool_impl, _max_pool_vjp, _max_pool_jvp)
 
 
 @op("max_pool_indices")
