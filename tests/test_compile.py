@@ -260,3 +260,90 @@ def test_print_inside_step(capsys):
     f(dj.tensor([1.0, 2.0]))
     assert "tensor([2., 4.])" in capsys.readouterr().out
     assert f.stats.graph_breaks == 1
+
+
+def _train_steps(make_model, make_opt, batches, loss_fn, compiled: bool):
+    """Losses and final parameters (and buffers) of training on ``batches`` from seed 3."""
+    dj.manual_seed(3)
+    model = make_model()
+    opt = make_opt(model.parameters())
+    step = _make_step(model, opt, loss_fn)
+    if compiled:
+        step = dj.compile(step)
+    dj.manual_seed(4)   # the dropout stream starts at the same place in both runs
+    losses = [step(dj.tensor(x), dj.tensor(y)).item() for x, y in batches]
+    return losses, [t.detach().numpy() for t in list(model.parameters()) + list(model.buffers())], step
+
+
+def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager():
+    def make():
+        return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.25),
+                             nn.Flatten(), nn.Linear(6 * 2 * 2, 5))
+    rng = np.random.default_rng(7)
+    batches = [(rng.standard_normal((6, 1, 8, 8)).astype(np.float32), rng.integers(0, 5, 6)) for _ in range(20)]
+    def make_opt(ps):
+        return optim.SGD(ps, lr=0.05, momentum=0.9)
+    eager = _train_steps(make, make_opt, batches, F.cross_entropy, False)
+    comp = _train_steps(make, make_opt, batches, F.cross_entropy, True)
+    _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
+    assert comp[2].stats.compiles == 2 and comp[2].stats.graph_breaks == 0   # momentum buffers appear after step 1
+    assert eager[0][-1] < eager[0][0]
+
+
+def test_lstm_language_model_20_steps_match_eager():
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.lstm, self.out = nn.Embedding(11, 6), nn.LSTM(6, 8, batch_first=True), nn.Linear(8, 11)
+
+        def forward(self, tokens):
+            return self.out(self.lstm(self.emb(tokens))[0])
+    rng = np.random.default_rng(8)
+    seqs = [(rng.integers(0, 11, (4, 1)) + 3 * np.arange(7)) % 11 for _ in range(20)]   # learnable: +3 mod 11
+    batches = [(s[:, :-1], s[:, 1:]) for s in seqs]
+    def loss_fn(logits, y):
+        return F.cross_entropy(logits.reshape(-1, 11), y.reshape(-1))
+    def make_opt(ps):
+        return optim.Adam(ps, lr=0.02)
+    eager = _train_steps(LM, make_opt, batches, loss_fn, False)
+    comp = _train_steps(LM, make_opt, batches, loss_fn, True)
+    _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
+    assert comp[2].stats.compiles == 1 and comp[2].stats.cache_hits == 19
+    assert eager[0][-1] < eager[0][0]
+
+
+def test_depth_dependent_model_compiles_one_executable_per_depth():
+    dj.manual_seed(0)
+    blocks = nn.ModuleList([nn.Linear(5, 5) for _ in range(4)])
+    opt = optim.SGD(blocks.parameters(), lr=0.05)
+
+    def step(x, depth):
+        opt.zero_grad()
+        h = x
+        for b in blocks[:depth]:
+            h = b(h).tanh()
+        loss = (h ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    ref_blocks = copy.deepcopy(blocks)
+    ref_opt = optim.SGD(ref_blocks.parameters(), lr=0.05)
+
+    def ref_step(x, depth):
+        ref_opt.zero_grad()
+        h = x
+        for b in ref_blocks[:depth]:
+            h = b(h).tanh()
+        loss = (h ** 2).mean()
+        loss.backward()
+        ref_opt.step()
+        return loss
+    c = dj.compile(step)
+    x = dj.tensor(RNG.standard_normal((3, 5)).astype(np.float32))
+    depths = [1, 3, 2, 3, 1, 4, 2, 4, 3, 1]
+    for d in depths:
+        np.testing.assert_allclose(c(x, d).item(), ref_step(x, d).item(), rtol=1e-5, atol=1e-6)
+    assert c.stats.compiles == 4 and len(c._cache) == 4 and c.stats.cache_hits == len(depths) - 4
+    for p, q in zip(blocks.parameters(), ref_blocks.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
