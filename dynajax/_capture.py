@@ -150,9 +150,15 @@ class Capture:
         views.assign = self._tracking(views.assign, True)
         views.refresh = self._tracking(views.refresh, False)
         registry._hooks.insert(0, self.hook)
+        if self.dual:
+            from ._vjpcheck import CustomVJPCheck
+            self._vjp_check = CustomVJPCheck(self)
+            self._vjp_check.install()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.dual:
+            self._vjp_check.uninstall()
         registry._hooks.remove(self.hook)
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
          views.view_scatter.impl, views.assign, views.refresh) = self._saved

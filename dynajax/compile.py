@@ -23,7 +23,11 @@ Python+dispatch time for the MLP Adam step, backward included.)
 new graph runs the executable on the pre-call inputs and compares every value
 the step left in a live tensor; a mismatch raises naming the tensor and
 restores the pre-call state. It catches what capture cannot see (writes that
-bypass ops, impure impls); VJP rules are checked by ``dynajax.testing``.
+bypass ops, impure impls). Since both runs share the VJP rules, verify also pulls
+the cotangents each custom ``autograd.Function`` backward receives back through
+``jax.vjp`` of the ops its forward recorded (engine 2) and raises, naming the
+Function, where the hand-written backward disagrees (``_vjpcheck``); registry
+ops' rules are checked against ``jax.vjp`` by the op-table tests.
 """
 from __future__ import annotations
 

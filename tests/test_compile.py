@@ -347,3 +347,46 @@ def test_depth_dependent_model_compiles_one_executable_per_depth():
     assert c.stats.compiles == 4 and len(c._cache) == 4 and c.stats.cache_hits == len(depths) - 4
     for p, q in zip(blocks.parameters(), ref_blocks.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _Square(dj.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * g * x
+
+
+class _WrongSquare(_Square):
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x                  # deliberately wrong: d(x^2)/dx is 2x
+
+
+@pytest.mark.parametrize("fn_cls", [_Square, _WrongSquare])
+def test_verify_checks_custom_function_backward_against_jax_vjp(fn_cls):
+    w = nn.Parameter(dj.tensor([1.5, -0.5, 2.0]))
+    opt = optim.SGD([w], lr=0.1)
+
+    @dj.compile(verify=True)
+    def step(x):
+        opt.zero_grad()
+        y = fn_cls.apply(x * w).sum()
+        y.backward()
+        opt.step()
+        return y
+    x = dj.tensor([1.0, 2.0, 3.0])
+    if fn_cls is _Square:
+        assert step(x).item() == pytest.approx(float(np.sum((np.array([1.5, -1.0, 6.0])) ** 2)))
+        np.testing.assert_allclose(w.detach().numpy(), [1.5, -0.5, 2.0] - 0.1 * 2 * np.array([1.5, -1.0, 6.0])
+                                   * np.array([1.0, 2.0, 3.0]), rtol=1e-6)
+        return
+    with pytest.raises(RuntimeError, match=r"backward of custom Function _WrongSquare disagrees with jax\.vjp"):
+        step(x)
+    np.testing.assert_array_equal(w.detach().numpy(), np.float32([1.5, -0.5, 2.0]))   # nothing half-applied
+    assert w.grad is None
