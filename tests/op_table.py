@@ -304,3 +304,15 @@ _unpool = lambda x, i: F.max_unpool2d(x, i, 2)  # noqa: E731
 entry("max_unpool", _unpool, lambda r: [r.standard_normal((1, 2, 2, 2)), _pool_indices(r)])
 entry("max_unpool_backward", vjp_of(_unpool),
       lambda r: [r.standard_normal((1, 2, 2, 2)), _pool_indices(r), r.standard_normal((1, 2, 4, 4))])
+
+
+# ---------------------------------------------------------------- fused optimizer updates (no VJP)
+from dynajax.optim._fused import adam_update, sgd_momentum_update  # noqa: E402
+
+_ADAM = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, step_size=0.05, bc2_sqrt=0.3)
+entry("adam_update", lambda p, g, m, v: adam_update(p, g, m, v, weight_decay=0.1, decoupled=True, **_ADAM),
+      lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S), r.uniform(0.1, 1.0, S)],
+      order=0)
+entry("sgd_momentum_update", lambda p, g, b: sgd_momentum_update(p, g, b, lr=0.1, momentum=0.9, dampening=0.1,
+                                                                 weight_decay=0.01, nesterov=True),
+      lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S)], order=0)

@@ -32,6 +32,8 @@ CASES = [
     ("Adam", dict(lr=0.01)),
     ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1)),
     ("AdamW", dict(lr=0.01)),
+    ("Adam", dict(lr=0.01, weight_decay=0.1)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.1, maximize=True)),
     ("AdamW", dict(lr=0.01, amsgrad=True, maximize=True)),
     ("RMSprop", dict(lr=0.01)),
     ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)),

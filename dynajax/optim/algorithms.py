@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from ..ops.creation import full_like, tensor, zeros_like
+from ._fused import adam_update, fusable, sgd_momentum_update
 from .optimizer import Optimizer, required, set_
 
 
@@ -39,6 +40,13 @@ class SGD(Optimizer):
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = grad.clone().detach()
+            elif fusable(p, grad, buf):
+                new_p, new_buf = sgd_momentum_update(p, grad, buf, lr=group["lr"], momentum=mu,
+                                                     dampening=group["dampening"], weight_decay=0,
+                                                     nesterov=group["nesterov"])
+                set_(buf, new_buf)
+                set_(p, new_p)
+                return
             else:
                 set_(buf, buf * mu + grad * (1 - group["dampening"]))
             grad = grad + buf * mu if group["nesterov"] else buf
@@ -73,6 +81,15 @@ class Adam(Optimizer):
         step = self._step(state)
         b1, b2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        if not group["amsgrad"] and fusable(p, grad, m, v):
+            new_p, new_m, new_v = adam_update(p, grad, m, v, lr=lr, b1=b1, b2=b2, eps=group["eps"], weight_decay=wd,
+                                              decoupled=group["decoupled_weight_decay"],
+                                              step_size=lr / (1 - b1 ** step), bc2_sqrt=(1 - b2 ** step) ** 0.5)
+            set_(m, new_m)
+            set_(v, new_v)
+            set_(p, new_p)
+            return
         if group["decoupled_weight_decay"]:
             if wd:
                 p.mul_(1 - lr * wd)
