@@ -40,9 +40,9 @@ def _sgd_momentum(p, g, buf, mu, c, neg_lr, wd, *, nesterov, l2):
 
 def fusable(*tensors) -> bool:
     """The fused updates cover real floating tensors of one dtype and shape."""
-    t0 = tensors[0]
-    return t0.dtype.is_floating_point and not t0.dtype.is_complex and all(
-        t.dtype == t0.dtype and t.shape == t0.shape for t in tensors[1:])
+    v0 = tensors[0]._value
+    dt, shape = v0.dtype, tuple(v0.shape)
+    return dt.kind == "f" and all(t._value.dtype == dt and tuple(t._value.shape) == shape for t in tensors[1:])
 
 
 def adam_update(p, g, m, v, *, lr, b1, b2, eps, weight_decay, decoupled, step_size, bc2_sqrt):
