@@ -40,10 +40,11 @@ _LOCK = threading.Lock()
 class Sym:
     """The shape and dtype of a value a compiled step will compute (a capture-time stand-in for an array)."""
 
-    __slots__ = ("shape", "dtype", "idx")
+    __slots__ = ("shape", "dtype", "idx", "aval")
 
-    def __init__(self, shape, dtype, idx: int) -> None:
+    def __init__(self, shape, dtype, idx: int, aval=None) -> None:
         self.shape, self.dtype, self.idx = shape, dtype, idx
+        self.aval = (shape, dtype) if aval is None else aval
 
     @property
     def ndim(self) -> int:
@@ -137,9 +138,11 @@ class Capture:
         born = self.born
         orig_init = _tensor._init
 
-        def _init(t, *a, **k):
-            born.append(weakref.ref(t))
-            return orig_init(t, *a, **k)
+        ref, note = weakref.ref, born.append
+
+        def _init(t, value, requires_grad=False, grad_fn=None, idx=0, vc=None):
+            note(ref(t))
+            return orig_init(t, value, requires_grad, grad_fn, idx, vc)
         self._saved = (orig_init, random._sample, random.Generator.next_key, views._run_chain,
                        views.view_scatter.impl, views.assign, views.refresh)
         _tensor._init = _init
@@ -237,7 +240,7 @@ class Capture:
         for a in args:
             if type(a) is Sym:
                 refs.append(a.idx)
-                avals.append((a.shape, a.dtype))
+                avals.append(a.aval)
             elif isinstance(a, (jax.Array, np.ndarray)):  # a raw array (``view_scatter.impl(base._value, ..)``)
                 hit = self.by_array.get(id(a)) if self.dual else None
                 refs.append(hit[1] if hit is not None else self._input(a))
@@ -255,7 +258,7 @@ class Capture:
         n = self.nvars
         outs = hit[1]
         self.nvars = n + len(outs)
-        syms = [Sym(sd[0], sd[1], n + i) for i, sd in enumerate(outs)]
+        syms = [Sym(sd[0], sd[1], n + i, sd) for i, sd in enumerate(outs)]
         refs = tuple(refs)
         self.prod[n] = len(self.eqns)
         self.eqns.append((fn, params, refs, tuple(range(n, n + len(outs)))))
