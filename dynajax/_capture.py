@@ -157,11 +157,17 @@ class Capture:
             from ._vjpcheck import CustomVJPCheck
             self._vjp_check = CustomVJPCheck(self)
             self._vjp_check.install()
+        else:
+            from ._capture_backward import BackwardByVJP
+            self.bwd = BackwardByVJP(self)
+            self.bwd.install()
         return self
 
     def __exit__(self, *exc) -> None:
         if self.dual:
             self._vjp_check.uninstall()
+        else:
+            self.bwd.uninstall()
         registry._hooks.remove(self.hook)
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
          views.view_scatter.impl, views.assign, views.refresh) = self._saved
@@ -290,7 +296,9 @@ class Capture:
                 op.error(exc, *args, **params)
             raise
         if rg and op.rule is not None and grad_mode.state.enabled:
-            return registry._record(op, args, params, syms[0] if op.nout == 1 else tuple(syms))
+            res = registry._record(op, args, params, syms[0] if op.nout == 1 else tuple(syms))
+            self.bwd.note(res)
+            return res
         return _make(syms[0]) if op.nout == 1 else tuple(_make(s) for s in syms)
 
     def _hook_dual(self, op, args, params):

@@ -390,3 +390,73 @@ def test_verify_checks_custom_function_backward_against_jax_vjp(fn_cls):
         step(x)
     np.testing.assert_array_equal(w.detach().numpy(), np.float32([1.5, -0.5, 2.0]))   # nothing half-applied
     assert w.grad is None
+
+
+def _vjp_ops(step, *args):
+    """How many backward passes of one call of compiled ``step`` were recorded as one jax.vjp op."""
+    from dynajax._capture_backward import vjp_grads
+    seen = []
+    orig = step._plan
+
+    def grab(cap, result, a):
+        seen.append(sum(e[0] is vjp_grads for e in cap.eqns))
+        return orig(cap, result, a)
+    step._plan = grab
+    step(*args)
+    step._plan = orig
+    return seen[0]
+
+
+def _detach_step(w, x):
+    w.grad = None
+    loss = (w * w.detach()).sum() + (x * w).tanh().sum()    # the tape differentiates one factor only
+    loss.backward()
+    return loss
+
+
+def _in_place_step(w, x):
+    w.grad = None
+    a = w.sum() * 3.0
+    with dj.no_grad():
+        w.mul_(2.0)                                          # the second read of w sees another value
+    loss = a + (w * x).tanh().sum()
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("body", [_detach_step, _in_place_step])
+def test_backward_recorded_as_one_vjp_matches_the_tape(body):
+    w = nn.Parameter(dj.tensor([0.5, -1.0, 2.0]))
+    w_ref = nn.Parameter(dj.tensor([0.5, -1.0, 2.0]))
+    x = dj.tensor([1.0, 2.0, 3.0])
+    c = dj.compile(lambda x: body(w, x))
+    assert _vjp_ops(c, x) == 1
+    body(w_ref, x)
+    np.testing.assert_allclose(w.grad.numpy(), w_ref.grad.numpy(), rtol=1e-6)
+    for _ in range(2):
+        np.testing.assert_allclose(c(x).item(), body(w_ref, x).item(), rtol=1e-6)
+        np.testing.assert_allclose(w.grad.numpy(), w_ref.grad.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(w.detach().numpy(), w_ref.detach().numpy())
+
+
+def test_backward_with_hooks_or_custom_functions_runs_the_tape():
+    w = nn.Parameter(dj.tensor([0.5, -1.0, 2.0]))
+    seen = []
+
+    def with_hook(x):
+        w.grad = None
+        h = x * w
+        h.register_hook(lambda g: seen.append(g.shape) or g * 3)
+        h.sum().backward()
+        return w.grad
+
+    def with_function(x):
+        w.grad = None
+        _Square.apply(x * w).sum().backward()
+        return w.grad
+    x = dj.tensor([1.0, 2.0, 3.0])
+    c1, c2 = dj.compile(with_hook), dj.compile(with_function)
+    assert _vjp_ops(c1, x) == 0 and _vjp_ops(c2, x) == 0
+    np.testing.assert_allclose(c1(x).numpy(), 3 * x.numpy())
+    assert len(seen) == 2    # the hook ran in both recordings, as it would eagerly
+    np.testing.assert_allclose(c2(x).numpy(), 2 * x.numpy() ** 2 * np.array([0.5, -1.0, 2.0]), rtol=1e-6)

@@ -221,11 +221,18 @@ def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
         res = node.op.rule(g, out, *inputs, **node.params)
         if not isinstance(res, tuple):
             res = (res,)
-    if not retain_graph and (node.out_saved is not None or any(isinstance(s, tuple) for s in node.saved)):
+    if not retain_graph:
+        free_node(node)
+    return res
+
+
+def free_node(node: Node) -> None:
+    """Drop what ``node``'s rule saved (after a backward without ``retain_graph``); a second backward
+    through it then raises PyTorch's error."""
+    if node.out_saved is not None or any(isinstance(s, tuple) for s in node.saved):
         node.freed = True
         node.saved = tuple(None if isinstance(s, tuple) else s for s in node.saved)
         node.out_saved = None
-    return res
 
 
 def _np_to_dj(d):
