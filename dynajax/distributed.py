@@ -56,6 +56,7 @@ through gloo.
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Sequence
 
 import jax
@@ -64,9 +65,10 @@ from jax.sharding import NamedSharding as NamedSharding
 from jax.sharding import PartitionSpec as PartitionSpec
 
 from ._tensor import Tensor, _make, method
+from .ops.registry import op, run
 
 __all__ = ["Mesh", "PartitionSpec", "NamedSharding", "initialize", "shutdown", "process_index", "process_count",
-           "shard", "global_batch", "per_device_bytes"]
+           "shard", "global_batch", "gather", "per_device_bytes"]
 
 _P = PartitionSpec
 _AUTO = jax.sharding.AxisType.Auto
@@ -153,12 +155,21 @@ def _put(arr, sharding):
     return jax.device_put(arr, sharding, may_alias=False)
 
 
+@op("shard")
+def _shard(x, *, sharding):
+    return jax.lax.with_sharding_constraint(x, sharding)
+
+
+_shard.defvjp(lambda g, out, x, **_: (g,))
+
+
 @method()
 def shard(self: Tensor, mesh, spec=None) -> Tensor:
     """This tensor laid out over ``mesh`` as ``spec`` (a :class:`PartitionSpec`; None: replicated).
 
-    Differentiable like ``.to(device)``: the result shares this tensor's autograd history. Eager ops
-    and ``dynajax.compile`` keep the layout.
+    Differentiable (gradients flow back to ``self``); eager ops and ``dynajax.compile`` keep the
+    layout, and inside a compiled step it constrains the layout XLA gives the value. To place a
+    parameter: ``with dynajax.no_grad(): p.data = p.shard(mesh, spec)``.
 
     >>> w = dj.randn(1024, 512).shard(mesh, PartitionSpec("model", None))
     """
@@ -176,8 +187,10 @@ def shard(self: Tensor, mesh, spec=None) -> Tensor:
         if self.shape[d] % n:
             raise ValueError(f"shard: dim {d} of a tensor of shape {list(self.shape)} has size {self.shape[d]}, "
                              f"not divisible by the {n} devices of mesh axes {axes!r}")
-    moved = _put(self._value, NamedSharding(mesh, spec))
-    return _make(moved, self._rg, self.grad_fn, self._out_idx) if self.grad_fn is not None else _make(moved, self._rg)
+    sharding = NamedSharding(mesh, spec)
+    # eagerly a device_put, which also moves an array pinned to another device (a jitted
+    # with_sharding_constraint would refuse it); capture records the constraint
+    return run(_shard, functools.partial(_put, sharding=sharding), (self,), {"sharding": sharding})
 
 
 def global_batch(local, mesh, data_axis: str = "data") -> Tensor:
@@ -186,6 +199,16 @@ def global_batch(local, mesh, data_axis: str = "data") -> Tensor:
     local = local._value if isinstance(local, Tensor) else local
     sharding = NamedSharding(_auto(mesh), _P(data_axis))
     return _make(jax.make_array_from_process_local_data(sharding, np.asarray(local)), False)
+
+
+def gather(tensor) -> np.ndarray:
+    """The full value of ``tensor`` as a numpy array, also when its shards live in other processes (then
+    it is a collective: every process must call it, in the same order)."""
+    arr = tensor._value if isinstance(tensor, Tensor) else tensor
+    if arr.is_fully_addressable or arr.is_fully_replicated:
+        return np.asarray(arr)
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(arr, tiled=True))
 
 
 def per_device_bytes(tensors) -> dict:
@@ -285,16 +308,19 @@ class Layout:
             of_tensor.setdefault(id(t), ins[p])
             if t.grad is not None:
                 of_grad.setdefault(id(t.grad), ins[p])
-        by_var = {}
+        by_var: dict = {}   # var -> (rank, sharding): a value several tensors hold takes the best-ranked
         for obj, var, kind in plan.targets:   # targets still hold the recorded Syms (shapes) here
-            if var in by_var:
-                continue
             if kind == "g":
-                by_var[var] = self.replicated
+                got = (0, self.replicated)
+            elif id(obj) in of_tensor:
+                got = (0, of_tensor[id(obj)])
+            elif id(obj) in of_grad:
+                got = (1, of_grad[id(obj)])
             else:
-                by_var[var] = (of_tensor.get(id(obj)) or of_grad.get(id(obj))
-                               or self.state_sharding(tuple(obj._value.shape)))
-        return [by_var[v] for v in plan.outs]
+                got = (2, self.state_sharding(tuple(obj._value.shape)))
+            if var not in by_var or got[0] < by_var[var][0]:
+                by_var[var] = got
+        return [by_var[v][1] for v in plan.outs]
 
     def prepare(self, exe, plan, cap, args, kwargs, donate: bool):
         """Lay the step's inputs out on the mesh (in ``cap.inputs``) and return the executable for that

@@ -1,0 +1,151 @@
+"""dynajax.distributed and dynajax.compile(mesh=...): data-parallel and FSDP training on 8 simulated CPU
+devices match one device; parameter memory per device; placement errors; two processes on loopback.
+
+JAX in this process already runs on one CPU device, so the multi-device checks run in subprocesses
+(tests/_distributed_worker.py, started with XLA_FLAGS=--xla_force_host_platform_device_count=N); each
+prints its measurements as one JSON line and the tests below assert on them. The worker runs once per
+module (two launches in all: one 8-device process, one pair of 2-device processes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dynajax as dj
+from dynajax.distributed import PartitionSpec as P
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+WORKER = str(ROOT / "tests" / "_distributed_worker.py")
+TOL = 1e-5   # float32 reassociation of the batch mean across devices
+
+
+def _env(devices: int) -> dict:
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def _result(proc_out: str, proc_err: str, code: int) -> dict:
+    assert code == 0, f"worker failed (exit {code}):\n{proc_err[-3000:]}"
+    return json.loads(proc_out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def mesh8():
+    p = subprocess.run([sys.executable, WORKER, "mesh"], env=_env(8), capture_output=True, text=True, timeout=600)
+    return _result(p.stdout, p.stderr, p.returncode)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+@pytest.mark.parametrize("mode", ["dp", "fsdp"])
+def test_training_matches_one_device(mesh8, kind, mode):
+    assert mesh8["devices"] == 8
+    r = mesh8[kind]
+    assert len(r["losses"]) == 10 and np.all(np.isfinite(r["losses"]))
+    assert r[mode]["loss"] < TOL, r[mode]
+    assert r[mode]["state"] < TOL, r[mode]   # every parameter and buffer (BatchNorm running stats too)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+def test_placement(mesh8, kind):
+    r = mesh8[kind]
+    assert r["batch_spec"] == "P('data',)"        # the batch argument was split over the data axis
+    assert r["dp_param_specs"] == ["P()"]          # data parallel: parameters replicated
+    specs = r["fsdp_param_specs"]                   # FSDP: each split along its largest divisible dim
+    assert specs["0.weight"] == "P('data',)"
+    assert specs[max(specs)] in ("P(None, 'data')", "P('data',)")
+    assert all(s != "P()" for s in specs.values()), specs
+    assert r["compiles"] == [1, 1, 1] and r["layouts"] == [1, 1]   # placed once: no re-jit per step
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+def test_fsdp_memory_per_device(mesh8, kind):
+    r = mesh8[kind]
+    replicated, sharded = r["param_bytes"]
+    assert sharded <= replicated / 8 + 64, r["param_bytes"]
+    replicated, sharded = r["state_bytes"]        # parameters + optimizer state (Adam: 2 moments + steps)
+    assert sharded <= replicated / 8 + 64, r["state_bytes"]
+
+
+def test_batch_not_divisible_by_devices(mesh8):
+    r = mesh8["odd_batch"]
+    assert r["error"] is not None and "[12, 16]" in r["error"] and "8 devices" in r["error"]
+    assert r["unchanged"]                          # the failed call left parameters as they were
+    assert np.isfinite(r["loss_after"])           # and the step still runs on a divisible batch
+
+
+def test_user_placement_on_2d_mesh(mesh8):
+    r = mesh8["model_parallel"]
+    assert r["diff"]["loss"] < TOL and r["diff"]["state"] < TOL
+    assert r["weight_spec"] == "P('model', None)"      # compile kept the user's layout ...
+    assert r["weight_grad_spec"] == "P('model', None)"  # ... gave it to the grad ...
+    assert r["other_spec"] == "P()"                     # ... and replicated the rest
+
+
+def test_eager_ops_on_sharded_tensors(mesh8):
+    r = mesh8["shard"]
+    assert r["x_spec"] == "P('data',)" and r["y_spec"] == "P('data',)" and r["y_devices"] == 8
+    assert r["y_err"] == 0.0 and r["grad_err"] == 0.0
+    assert "incompatible devices" in r["mixed_error"]    # pinned to one device + sharded: an error
+    assert "[10, 4]" in r["indivisible_error"]
+
+
+def test_two_processes_on_loopback():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    procs = [subprocess.Popen([sys.executable, WORKER, "host", str(rank), port], env=_env(2),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    results = [_result(o, e, p.returncode) for p, (o, e) in zip(procs, outs)]
+    for rank, r in enumerate(results):
+        assert (r["process"], r["processes"], r["devices"], r["local_devices"]) == (rank, 2, 4, 2)
+        for mode in ("dp", "fsdp", "local_batches"):
+            assert r[mode]["loss"] < TOL and r[mode]["state"] < TOL, (mode, r[mode])
+    assert results[0]["losses"] == results[1]["losses"]
+
+
+# ---------------------------------------------------------------- in this process (one device)
+def test_mesh_api_errors():
+    with pytest.raises(ValueError, match="needs 2 devices"):
+        dj.distributed.Mesh((2,))
+    with pytest.raises(ValueError, match="axis_names"):
+        dj.distributed.Mesh((1,), ("data", "model"))
+    mesh = dj.distributed.Mesh()
+    with pytest.raises(ValueError, match="data_axis 'batch'"):
+        dj.compile(lambda x: x, mesh=mesh, data_axis="batch")
+    with pytest.raises(ValueError, match="param_sharding"):
+        dj.compile(lambda x: x, mesh=mesh, param_sharding="zero2")
+    with pytest.raises(ValueError, match="needs a mesh"):
+        dj.compile(lambda x: x, param_sharding="fsdp")
+    with pytest.raises(ValueError, match="verify"):
+        dj.compile(lambda x: x, mesh=mesh, verify=True)
+    with pytest.raises(ValueError, match="'model'"):
+        dj.ones(4).shard(mesh, P("model"))
+
+
+def test_shard_inside_compiled_step_on_one_device():
+    mesh = dj.distributed.Mesh()
+    w = dj.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+
+    @dj.compile(mesh=mesh)
+    def step(x):
+        y = (w.shard(mesh, P()) * x).sum()
+        y.backward()
+        return y
+
+    x = np.ones((2, 3))
+    assert step(dj.tensor(x)).item() == 15.0
+    np.testing.assert_array_equal(w.grad.numpy(), x)
