@@ -67,7 +67,7 @@ from jax.sharding import PartitionSpec as PartitionSpec
 from ._tensor import Tensor, _make, method
 from .ops.registry import op, run
 
-__all__ = ["Mesh", "PartitionSpec", "NamedSharding", "initialize", "shutdown", "process_index", "process_count",
+__all__ = ["Mesh", "devices", "PartitionSpec", "NamedSharding", "initialize", "shutdown", "simulate_cpu_devices", "process_index", "process_count",
            "shard", "global_batch", "gather", "per_device_bytes"]
 
 _P = PartitionSpec
@@ -95,6 +95,19 @@ def Mesh(shape: Sequence[int] | None = None, axis_names: Sequence[str] = ("data"
                          f"(visible: {jax.device_count()})")
     return jax.sharding.Mesh(np.array(devices, dtype=object).reshape(shape), axis_names,
                              axis_types=(_AUTO,) * len(shape))
+
+
+def devices(kind: str | None = None) -> list:
+    """Every device (of every process) of platform ``kind`` named as in PyTorch ("cpu", "cuda", "tpu");
+    None: JAX's default platform.
+
+    >>> mesh = Mesh(devices=devices("cuda"))
+    """
+    if kind is None:
+        return jax.devices()
+    from ._device import _PLATFORM, device
+    device(kind).jax_device()   # raises PyTorch-style, naming the platforms JAX sees
+    return jax.devices(_PLATFORM[device(kind).type])
 
 
 def _auto(mesh) -> jax.sharding.Mesh:
@@ -128,6 +141,20 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     if jax.config.values.get("jax_cpu_collectives_implementation") in (None, "none"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address, num_processes, process_id, local_device_ids, **kwargs)
+
+
+def simulate_cpu_devices(n: int) -> None:
+    """Run on ``n`` simulated CPU devices (to try meshes on one machine); call before any JAX computation.
+
+    >>> dynajax.distributed.simulate_cpu_devices(8); mesh = dynajax.distributed.Mesh()   # 8 devices
+    """
+    try:
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_num_cpu_devices", int(n))
+    except RuntimeError as exc:
+        raise RuntimeError(f"simulate_cpu_devices({n}): JAX has already started its devices "
+                           f"({jax.device_count()} visible); call it first thing, or set "
+                           f"XLA_FLAGS=--xla_force_host_platform_device_count={n} before starting Python") from exc
 
 
 def shutdown() -> None:

@@ -149,3 +149,14 @@ def test_shard_inside_compiled_step_on_one_device():
     x = np.ones((2, 3))
     assert step(dj.tensor(x)).item() == 15.0
     np.testing.assert_array_equal(w.grad.numpy(), x)
+
+
+def test_data_parallel_example_on_simulated_devices():
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "data_parallel.py"), "--simulate", "8",
+                        "--steps", "3", "--batch", "64"], env=_env(1), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 4 and all("8 devices: loss" in ln and "samples/s" in ln for ln in lines[:3]), p.stdout
+    summary = lines[-1]
+    assert "throughput ratio 8/1 = " in summary
+    assert float(summary.split("largest loss difference ")[1]) < TOL
