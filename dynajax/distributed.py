@@ -292,10 +292,6 @@ class Layout:
             self._state[shape] = s
         return s
 
-    def _on_mesh(self, arr) -> bool:
-        sh = getattr(arr, "sharding", None)
-        return isinstance(sh, NamedSharding) and sh.mesh == self.mesh
-
     def input_shardings(self, cap, args, kwargs) -> list:
         """The sharding of each executable input (see the module docstring's rules)."""
         batch_ids = {id(t) for t in jax.tree_util.tree_leaves((args, kwargs), is_leaf=lambda a: isinstance(a, Tensor))
@@ -307,11 +303,13 @@ class Layout:
                 p = pos_of_var.get(sym.idx) if sym is not None else cap.in_of.get(id(arr))
                 if p is not None:
                     batch.setdefault(p, t)
-        out = []
+        out, mesh = [], self.mesh
         for i, arr in enumerate(cap.inputs):
             shape = tuple(arr.shape)
-            if self._on_mesh(arr) and not (i in batch and arr.sharding.is_fully_replicated):
-                out.append(arr.sharding)
+            sh = getattr(arr, "sharding", None)
+            if (type(sh) is NamedSharding and (sh.mesh is mesh or sh.mesh == mesh)
+                    and not (i in batch and sh.is_fully_replicated)):
+                out.append(sh)
             elif i in batch and shape:
                 if shape[0] % self.n:
                     raise ValueError(f"dynajax.compile(mesh=...): batch argument of shape {list(shape)} cannot be "
@@ -354,9 +352,10 @@ class Layout:
         layout: ``exe``'s function under ``jax.jit`` with the output shardings."""
         ins = self.input_shardings(cap, args, kwargs)
         for i, (arr, s) in enumerate(zip(cap.inputs, ins)):
-            if getattr(arr, "sharding", None) != s:
+            sh = getattr(arr, "sharding", None)
+            if sh is not s and sh != s:
                 cap.inputs[i] = _put(arr, s)
-        key = (plan.key, tuple(ins))
+        key = (exe, tuple(ins))   # exe: the cached executable of this graph (identity; held while cached here)
         sharded = self._exes.get(key)
         if sharded is None:
             outs = self.output_shardings(plan, cap, ins)
