@@ -29,29 +29,38 @@ Placement rules of ``dynajax.compile(step, mesh=..., data_axis="data", param_sha
   :meth:`Tensor.shard` keeps its layout (a replicated batch argument is still
   split). Results keep the layout of the tensor they replace; a new ``.grad``
   takes its parameter's layout; other new values (optimizer state on the
-  first step, the loss) follow the state rule by shape.
+  first step, the loss) follow the state rule by shape, so the optimizer
+  state of a parameter placed by hand is replicated under data parallelism.
+- ``verify=True`` is not available with a mesh (it checks on one device).
 
 The loss and parameters after each step equal single-device training on the
 whole batch up to float reassociation; BatchNorm's statistics are over the
 whole batch (the step is written for the global batch, as on one device).
 
 Eager ops on sharded tensors run on the mesh too (JAX places an unplaced
-operand there); an operand pinned to one device (``.to("cpu:0")``) meeting a
-sharded one raises ``ValueError`` naming both device sets -- never a silent
-single-device result.
+operand there); an operand pinned to one device (``dj.tensor(a, device="cpu")``)
+meeting a sharded one raises JAX's ``ValueError`` naming both device sets --
+never a silent single-device result.
 
 Several hosts (one process per host, every process runs the same script)::
 
-    dynajax.distributed.initialize("10.0.0.1:1234", num_processes=2, process_id=RANK)
-    mesh = dynajax.distributed.Mesh()            # all devices of all processes
-    step = dynajax.compile(train_step, mesh=mesh)
+    import dynajax as dj
+    dj.distributed.initialize("10.0.0.1:1234", num_processes=2, process_id=RANK)   # before any computation
+    mesh = dj.distributed.Mesh()                 # all devices of all processes
+    step = dj.compile(train_step, mesh=mesh)
     step(x, y)                                   # x, y: the same global batch in every process
 
-``initialize`` must run before anything else touches JAX's devices. Each
-process passes the whole global batch (same data loader and seed everywhere)
-and keeps only the rows its devices own; :func:`global_batch` builds the
-global batch from per-process rows instead. CPU processes communicate
-through gloo.
+Every process passes the whole global batch (same data and seed everywhere)
+and its devices keep their rows; or each process builds the batch from its own
+rows with :func:`global_batch`. Parameters are initialised identically in
+every process by seeding. A value split over other processes' devices cannot
+be read with ``.numpy()``/``.item()``; :func:`gather` fetches it (a collective:
+every process calls it). CPU processes communicate through gloo. Tested: two
+processes with two CPU devices each on loopback (``tests/test_distributed.py``);
+not tested here: real multi-host GPU/TPU clusters.
+
+One machine, one CPU: :func:`simulate_cpu_devices` (or
+``XLA_FLAGS=--xla_force_host_platform_device_count=8``) splits it into devices.
 """
 from __future__ import annotations
 
@@ -67,8 +76,8 @@ from jax.sharding import PartitionSpec as PartitionSpec
 from ._tensor import Tensor, _make, method
 from .ops.registry import op, run
 
-__all__ = ["Mesh", "devices", "PartitionSpec", "NamedSharding", "initialize", "shutdown", "simulate_cpu_devices", "process_index", "process_count",
-           "shard", "global_batch", "gather", "per_device_bytes"]
+__all__ = ["Mesh", "devices", "PartitionSpec", "NamedSharding", "initialize", "shutdown", "simulate_cpu_devices",
+           "process_index", "process_count", "shard", "global_batch", "gather", "per_device_bytes"]
 
 _P = PartitionSpec
 _AUTO = jax.sharding.AxisType.Auto

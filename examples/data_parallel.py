@@ -16,6 +16,7 @@ point is to see it run: they share the same cores, so expect a ratio near 1).
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -105,7 +106,10 @@ def parse_args(argv=None):
     ap.add_argument("--simulate", type=int, default=0, metavar="N", help="split the CPU into N JAX devices")
     known, _ = ap.parse_known_args(argv)
     if known.simulate:   # before _cli.parse looks at the devices (which starts JAX)
-        dj.distributed.simulate_cpu_devices(known.simulate)
+        try:
+            dj.distributed.simulate_cpu_devices(known.simulate)
+        except RuntimeError as exc:
+            sys.exit(f"{ap.prog}: error: {exc}")
     return _cli.parse(ap, argv)
 
 

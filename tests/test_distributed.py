@@ -160,3 +160,12 @@ def test_data_parallel_example_on_simulated_devices():
     summary = lines[-1]
     assert "throughput ratio 8/1 = " in summary
     assert float(summary.split("largest loss difference ")[1]) < TOL
+
+
+def test_data_parallel_example_flags():
+    sys.path.insert(0, str(ROOT / "examples"))
+    from test_examples import load
+    ex = load("data_parallel")
+    with pytest.raises(SystemExit) as e:   # JAX already runs in this process: too late to split the CPU
+        ex.parse_args(["--simulate", "8"])
+    assert "already started" in str(e.value.code) and "\n" not in str(e.value.code)
