@@ -169,3 +169,11 @@ def test_data_parallel_example_flags():
     with pytest.raises(SystemExit) as e:   # JAX already runs in this process: too late to split the CPU
         ex.parse_args(["--simulate", "8"])
     assert "already started" in str(e.value.code) and "\n" not in str(e.value.code)
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**40 + 7, 67280421310721, 2**64 - 1, -3])
+def test_seeding_builds_jax_key_on_the_host(seed):
+    import jax
+    dj.manual_seed(seed)   # a numpy key: seeding at import must not start JAX (distributed.initialize after it)
+    key = dj.random.default_generator._key
+    np.testing.assert_array_equal(np.asarray(key), np.asarray(jax.random.PRNGKey(np.uint64(seed % 2**64))))
