@@ -3,8 +3,10 @@ devices match one device; parameter memory per device; placement errors; two pro
 
 JAX in this process already runs on one CPU device, so the multi-device checks run in subprocesses
 (tests/_distributed_worker.py, started with XLA_FLAGS=--xla_force_host_platform_device_count=N); each
-prints its measurements as one JSON line and the tests below assert on them. The worker runs once per
-module (two launches in all: one 8-device process, one pair of 2-device processes).
+prints its measurements as one JSON line and the tests below assert on them. Four processes in all, started
+together when the first of these tests runs (they overlap, which shortens the wait on a multi-core machine
+and on a busy one alike): one with 8 devices, a pair with 2 devices each, and examples/data_parallel.py on 8
+simulated devices.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pathlib
 import socket
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -32,15 +35,48 @@ def _env(devices: int) -> dict:
     return env
 
 
-def _result(proc_out: str, proc_err: str, code: int) -> dict:
-    assert code == 0, f"worker failed (exit {code}):\n{proc_err[-3000:]}"
-    return json.loads(proc_out.strip().splitlines()[-1])
+class _Run:
+    """A started process (output to temporary files, so a chatty one never blocks on a full pipe)."""
+
+    def __init__(self, args: list, devices: int) -> None:
+        self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable] + args, env=_env(devices), stdout=self.out, stderr=self.err,
+                                     text=True)
+
+    def stdout(self) -> str:
+        """Its output once it exited with status 0 (the test fails with its stderr otherwise)."""
+        try:
+            code = self.proc.wait(timeout=600)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self.out.seek(0)
+        self.err.seek(0)
+        assert code == 0, f"{self.proc.args[1:]} failed (exit {code}):\n{self.err.read()[-3000:]}"
+        return self.out.read()
+
+    def json(self) -> dict:
+        return json.loads(self.stdout().strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
-def mesh8():
-    p = subprocess.run([sys.executable, WORKER, "mesh"], env=_env(8), capture_output=True, text=True, timeout=600)
-    return _result(p.stdout, p.stderr, p.returncode)
+def runs():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    started = {"mesh": _Run([WORKER, "mesh"], 8),
+               "hosts": [_Run([WORKER, "host", str(rank), port], 2) for rank in (0, 1)],
+               "example": _Run([str(ROOT / "examples" / "data_parallel.py"), "--simulate", "8", "--steps", "3",
+                                "--batch", "64"], 1)}
+    yield started
+    for r in [started["mesh"], started["example"]] + started["hosts"]:
+        if r.proc.poll() is None:
+            r.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def mesh8(runs):
+    return runs["mesh"].json()
 
 
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
@@ -97,19 +133,8 @@ def test_eager_ops_on_sharded_tensors(mesh8):
     assert "[10, 4]" in r["indivisible_error"]
 
 
-def test_two_processes_on_loopback():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    procs = [subprocess.Popen([sys.executable, WORKER, "host", str(rank), port], env=_env(2),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    try:
-        outs = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    results = [_result(o, e, p.returncode) for p, (o, e) in zip(procs, outs)]
+def test_two_processes_on_loopback(runs):
+    results = [r.json() for r in runs["hosts"]]
     for rank, r in enumerate(results):
         assert (r["process"], r["processes"], r["devices"], r["local_devices"]) == (rank, 2, 4, 2)
         for mode in ("dp", "fsdp", "local_batches"):
@@ -151,12 +176,10 @@ def test_shard_inside_compiled_step_on_one_device():
     np.testing.assert_array_equal(w.grad.numpy(), x)
 
 
-def test_data_parallel_example_on_simulated_devices():
-    p = subprocess.run([sys.executable, str(ROOT / "examples" / "data_parallel.py"), "--simulate", "8",
-                        "--steps", "3", "--batch", "64"], env=_env(1), capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    lines = p.stdout.strip().splitlines()
-    assert len(lines) == 4 and all("8 devices: loss" in ln and "samples/s" in ln for ln in lines[:3]), p.stdout
+def test_data_parallel_example_on_simulated_devices(runs):
+    out = runs["example"].stdout()
+    lines = out.strip().splitlines()
+    assert len(lines) == 4 and all("8 devices: loss" in ln and "samples/s" in ln for ln in lines[:3]), out
     summary = lines[-1]
     assert "throughput ratio 8/1 = " in summary
     assert float(summary.split("largest loss difference ")[1]) < TOL
