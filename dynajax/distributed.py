@@ -321,11 +321,11 @@ class Layout:
                 out.append(sh)
             elif i in batch and shape:
                 if shape[0] % self.n:
-                    raise ValueError(f"dynajax.compile(mesh=...): batch argument of shape {list(shape)} cannot be "
-                                     f"split over the {self.n} devices of mesh axis {self.data_axis!r}: its first "
-                                     f"dimension {shape[0]} is not a multiple of {self.n}. Pad the batch to a "
-                                     f"multiple of {self.n} or drop the last partial batch "
-                                     "(DataLoader(..., drop_last=True)).")
+                    raise ValueError(f"dynajax.compile(mesh=...): {_arg_name(batch[i], args, kwargs)} of shape "
+                                     f"{list(shape)} cannot be split over the {self.n} devices of mesh axis "
+                                     f"{self.data_axis!r}: its first dimension {shape[0]} is not a multiple of "
+                                     f"{self.n}. Pad the batch to a multiple of {self.n} or drop the last partial "
+                                     "batch (DataLoader(..., drop_last=True)).")
                 out.append(self.batch)
             else:
                 out.append(self.state_sharding(shape))
@@ -377,3 +377,13 @@ class Layout:
             self._exes.move_to_end(key)
         return sharded
 
+
+def _arg_name(t: Tensor, args, kwargs) -> str:
+    """How the step received batch tensor ``t``: "argument 1", "argument 'y'" (or "a batch argument")."""
+    for i, a in enumerate(args):
+        if a is t:
+            return f"argument {i}"
+    for k, a in kwargs.items():
+        if a is t:
+            return f"argument {k!r}"
+    return "a batch argument"
