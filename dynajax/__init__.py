@@ -52,6 +52,7 @@ from . import func as func  # noqa: E402
 from . import testing as testing  # noqa: E402
 from . import viz as viz  # noqa: E402
 from .compile import compile as compile  # noqa: E402
+from . import distributed as distributed  # noqa: E402
 from . import optim as optim  # noqa: E402
 from . import utils as utils  # noqa: E402
 from . import distributions as distributions  # noqa: E402

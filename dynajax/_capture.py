@@ -66,8 +66,10 @@ class Sym:
 
 
 def is_recorded(t) -> bool:
-    """True while tensor ``t`` holds a value a compiled step is recording (eager-only value checks skip it)."""
-    return type(t._value) is Sym
+    """True while tensor ``t`` holds a value a compiled step is recording, or an array with shards in other
+    processes (``dynajax.distributed``): a value eager-only checks cannot read, so they skip it."""
+    v = t._value
+    return type(v) is Sym or not getattr(v, "is_fully_addressable", True)
 
 
 def _active(sym: Sym) -> "Capture":

@@ -75,7 +75,8 @@ class _Plan:
 class Compiled:
     """A step function compiled by :func:`compile`; call it like the original."""
 
-    def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool) -> None:
+    def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool,
+                 mesh=None, data_axis: str = "data", param_sharding: str | None = None) -> None:
         self.fn = fn
         self.verify = verify
         self.cache_size = cache_size
@@ -86,6 +87,7 @@ class Compiled:
         self._prefix: collections.OrderedDict = collections.OrderedDict()
         self._warned = False
         self._names: dict | None = None
+        self.layout = _sharded_layout(mesh, data_axis, param_sharding, verify, cache_size)
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------ calling
@@ -119,6 +121,8 @@ class Compiled:
             self._check(plan, cap, exe)
             return result
         try:
+            if self.layout is not None:   # inputs placed on the mesh; the executable for that layout
+                exe = self.layout.prepare(exe, plan, cap, args, kwargs, self.donate)
             if plan.donate and self.donate:
                 _unshare(cap, plan.donate)
             outs = exe(*_split_donated(cap.inputs, plan.donate), cap.scalars)
@@ -286,7 +290,7 @@ class Compiled:
 
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
-            donate: bool = True):
+            donate: bool = True, mesh=None, data_axis: str = "data", param_sharding: str | None = None):
     """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
 
     The step keeps eager semantics: any Python control flow, ``.item()`` reads
@@ -294,17 +298,33 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     stream are updated as if it ran eagerly. ``verify=True`` runs it eagerly as
     well and raises, naming the tensor, if a new graph's result differs.
 
+    ``mesh`` (a ``dynajax.distributed.Mesh``) runs the step on all its devices: tensor arguments are split
+    along dim 0 over ``data_axis``, state is replicated (``param_sharding="fsdp"``: sharded); see
+    ``dynajax.distributed``.
+
     >>> @dynajax.compile
     ... def step(x, y):
     ...     opt.zero_grad(); loss = F.mse_loss(model(x), y); loss.backward(); opt.step()
     ...     return loss
     """
+    sharding = dict(mesh=mesh, data_axis=data_axis, param_sharding=param_sharding)
     if fn is None:
-        return lambda f: Compiled(f, verify, cache_size, recompile_limit, donate)
-    return Compiled(fn, verify, cache_size, recompile_limit, donate)
+        return lambda f: Compiled(f, verify, cache_size, recompile_limit, donate, **sharding)
+    return Compiled(fn, verify, cache_size, recompile_limit, donate, **sharding)
 
 
 # ---------------------------------------------------------------- helpers
+def _sharded_layout(mesh, data_axis, param_sharding, verify: bool, cache_size: int):
+    if mesh is None:
+        if param_sharding is not None:
+            raise ValueError("dynajax.compile: param_sharding needs a mesh (mesh=dynajax.distributed.Mesh())")
+        return None
+    if verify:
+        raise ValueError("dynajax.compile: verify=True runs on one device; drop mesh= to verify a step")
+    from .distributed import Layout
+    return Layout(mesh, data_axis, param_sharding, cache_size)
+
+
 def _run_split(eqns, in_vars, nvars, outs, donate, donated, kept, scalars):
     inputs = _merge_donated(donated, kept, donate, len(in_vars))
     return run_graph(eqns, in_vars, nvars, outs, inputs, scalars)

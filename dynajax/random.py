@@ -20,7 +20,10 @@ class Generator:
 
     def manual_seed(self, seed: int) -> "Generator":
         self._seed = int(seed)
-        self._key = jax.random.PRNGKey(np.uint64(int(seed) % 2**64))
+        # jax.random.PRNGKey's threefry key ([high word, low word]) built on the host: seeding (the default
+        # generator at import) must not start JAX's backend, which dynajax.distributed.initialize needs idle
+        s = int(seed) % 2**64
+        self._key = np.array([s >> 32, s & 0xFFFFFFFF], np.uint32)
         return self
 
     def seed(self) -> int:

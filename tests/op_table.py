@@ -174,6 +174,7 @@ entry("clamp", dj.clamp, _clamp_inputs, domain="x at least 0.1 from either bound
 entry("to_dtype", lambda x: x.to(dj.float32) * 1.5, normal(*S), dtypes=(F64,),
       check=dict(eps=1e-2, fd_rtol=1e-4, fd_atol=1e-5, rtol=1e-6, atol=1e-6))
 entry("clone", dj.clone, normal(*S))
+entry("shard", lambda x: x.shard(dj.distributed.Mesh(), None) * 1.5, normal(*S))
 entry("expand", lambda x: x.expand(2, 2, 3), normal(*B))
 entry("reshape", lambda x: x.reshape(3, 2), normal(*S))
 entry("permute", lambda x: x.permute(1, 0), normal(*S))
