@@ -311,9 +311,9 @@ entry("max_unpool_backward", vjp_of(_unpool),
 from dynajax.optim._fused import adam_update, sgd_momentum_update  # noqa: E402
 
 _ADAM = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, step_size=0.05, bc2_sqrt=0.3)
-entry("adam_update", lambda p, g, m, v: adam_update(p, g, m, v, weight_decay=0.1, decoupled=True, **_ADAM),
-      lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S), r.uniform(0.1, 1.0, S)],
-      order=0)
+entry("adam_update", lambda p, g, m, v, t: adam_update(p, g, m, v, t, weight_decay=0.1, decoupled=True, **_ADAM),
+      lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S), r.uniform(0.1, 1.0, S),
+                 np.array(3.0)], order=0)
 entry("sgd_momentum_update", lambda p, g, b: sgd_momentum_update(p, g, b, lr=0.1, momentum=0.9, dampening=0.1,
                                                                  weight_decay=0.01, nesterov=True),
       lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S)], order=0)

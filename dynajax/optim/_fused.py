@@ -14,9 +14,9 @@ import jax.numpy as jnp
 from ..ops.registry import apply, op
 
 
-@op("adam_update", nout=3)
-def _adam(p, g, m, v, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, *, weight_decay):
-    """(p, m, v) after one Adam step; ``weight_decay``: "" (none), "l2" (added to the gradient) or
+@op("adam_update", nout=4)
+def _adam(p, g, m, v, step, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, *, weight_decay):
+    """(p, m, v, step + 1) after one Adam step; ``weight_decay``: "" (none), "l2" (added to the gradient) or
     "decoupled" (``wd`` is then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
     if weight_decay == "decoupled":
         p = p * wd
@@ -25,7 +25,7 @@ def _adam(p, g, m, v, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, *, weight_de
     m = m + (g - m) * c1
     v = v * b2 + g * g * c2
     denom = jnp.sqrt(v) / bc2_sqrt + eps
-    return p + (m / denom) * neg_step_size, m, v
+    return p + (m / denom) * neg_step_size, m, v, step + 1
 
 
 @op("sgd_momentum_update", nout=2)
@@ -45,10 +45,11 @@ def fusable(*tensors) -> bool:
     return dt.kind == "f" and all(t._value.dtype == dt and tuple(t._value.shape) == shape for t in tensors[1:])
 
 
-def adam_update(p, g, m, v, *, lr, b1, b2, eps, weight_decay, decoupled, step_size, bc2_sqrt):
+def adam_update(p, g, m, v, step, *, lr, b1, b2, eps, weight_decay, decoupled, step_size, bc2_sqrt):
     mode = "" if not weight_decay else ("decoupled" if decoupled else "l2")
     wd = 1 - lr * weight_decay if decoupled else weight_decay
-    return apply(_adam, p, g, m, v, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, -step_size, float(wd), weight_decay=mode)
+    return apply(_adam, p, g, m, v, step, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, -step_size, float(wd),
+                 weight_decay=mode)
 
 
 def sgd_momentum_update(p, g, buf, *, lr, momentum, dampening, weight_decay, nesterov):

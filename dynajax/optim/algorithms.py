@@ -78,18 +78,19 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
-        step = self._step(state)
         b1, b2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        if not group["amsgrad"] and fusable(p, grad, m, v):
-            new_p, new_m, new_v = adam_update(p, grad, m, v, lr=lr, b1=b1, b2=b2, eps=group["eps"], weight_decay=wd,
-                                              decoupled=group["decoupled_weight_decay"],
-                                              step_size=lr / (1 - b1 ** step), bc2_sqrt=(1 - b2 ** step) ** 0.5)
-            set_(m, new_m)
-            set_(v, new_v)
-            set_(p, new_p)
+        if not group["amsgrad"] and fusable(p, grad, m, v) and state["step"]._value.dtype.kind == "f":
+            t, step = self._next_step(state)
+            new_p, new_m, new_v, new_t = adam_update(
+                p, grad, m, v, t, lr=lr, b1=b1, b2=b2, eps=group["eps"], weight_decay=wd,
+                decoupled=group["decoupled_weight_decay"], step_size=lr / (1 - b1 ** step),
+                bc2_sqrt=(1 - b2 ** step) ** 0.5)
+            for old, new in ((m, new_m), (v, new_v), (p, new_p), (t, new_t)):
+                set_(old, new)
             return
+        step = self._step(state)
         if group["decoupled_weight_decay"]:
             if wd:
                 p.mul_(1 - lr * wd)

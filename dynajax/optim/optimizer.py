@@ -123,6 +123,13 @@ class Optimizer:
         advanced by the tensor's version counter), so a step needs no device read:
         under ``dynajax.compile`` that read would be a graph break every step.
         """
+        t, value = self._next_step(state)
+        t.add_(1)
+        return value
+
+    def _next_step(self, state: dict) -> tuple:
+        """``(state['step'], the value it will have)`` for an update that writes the incremented step
+        itself, exactly once (a fused update op): the host count follows the version counter."""
         from ..ops.creation import tensor
         t = state.get("step")
         if t is None:
@@ -130,8 +137,7 @@ class Optimizer:
         known = self._host_steps.get(id(t))
         if known is None or known[0] is not t:
             known = self._host_steps[id(t)] = (t, t._version, float(t.item()))
-        t.add_(1)
-        return known[2] + (t._version - known[1])
+        return t, known[2] + (t._version - known[1]) + 1
 
     # ---------------------------------------------------------------- state dict
     def state_dict(self) -> dict:
