@@ -316,29 +316,22 @@ def test_lstm_language_model_20_steps_match_eager():
 def test_depth_dependent_model_compiles_one_executable_per_depth():
     dj.manual_seed(0)
     blocks = nn.ModuleList([nn.Linear(5, 5) for _ in range(4)])
-    opt = optim.SGD(blocks.parameters(), lr=0.05)
-
-    def step(x, depth):
-        opt.zero_grad()
-        h = x
-        for b in blocks[:depth]:
-            h = b(h).tanh()
-        loss = (h ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
     ref_blocks = copy.deepcopy(blocks)
-    ref_opt = optim.SGD(ref_blocks.parameters(), lr=0.05)
 
-    def ref_step(x, depth):
-        ref_opt.zero_grad()
-        h = x
-        for b in ref_blocks[:depth]:
-            h = b(h).tanh()
-        loss = (h ** 2).mean()
-        loss.backward()
-        ref_opt.step()
-        return loss
+    def make_step(blocks):
+        opt = optim.SGD(blocks.parameters(), lr=0.05)
+
+        def step(x, depth):
+            opt.zero_grad()
+            h = x
+            for b in blocks[:depth]:
+                h = b(h).tanh()
+            loss = (h ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    step, ref_step = make_step(blocks), make_step(ref_blocks)
     c = dj.compile(step)
     x = dj.tensor(RNG.standard_normal((3, 5)).astype(np.float32))
     depths = [1, 3, 2, 3, 1, 4, 2, 4, 3, 1]
