@@ -317,3 +317,13 @@ entry("adam_update", lambda p, g, m, v, t: adam_update(p, g, m, v, t, weight_dec
 entry("sgd_momentum_update", lambda p, g, b: sgd_momentum_update(p, g, b, lr=0.1, momentum=0.9, dampening=0.1,
                                                                  weight_decay=0.01, nesterov=True),
       lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S)], order=0)
+
+
+# ---------------------------------------------------------------- class-index NLL (linear in the log-probs)
+def _nll_inputs(r):
+    return [r.standard_normal((4, 5)), np.array([1, -100, 4, 0])]
+
+
+entry("nll_loss_index", lambda lp, t: F.nll_loss(lp, t), _nll_inputs)
+entry("nll_loss_index_backward", vjp_of(lambda lp, t: F.nll_loss(lp, t, reduction="none")),
+      lambda r: _nll_inputs(r) + [r.standard_normal(4)])

@@ -10,6 +10,8 @@ from .. import _dtype
 from .._capture import is_recorded
 from .._tensor import Tensor
 from ..ops import elementwise as _ew
+from ..ops.registry import apply
+from ._ops import nll_index
 from .functional import (_no_grad_clamp_min, _size_repr, log_softmax, logsigmoid, one_hot, pairwise_distance,
                          softplus)
 
@@ -87,6 +89,8 @@ def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str
     bad = None if t is None else (t != ignore_index) & ((t < 0) | (t >= C))
     if bad is not None and bad.any():
         raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    if logp.dim() == 2 and weight is None:   # the common case as one op (and one VJP op)
+        return apply(nll_index, logp, target, ignore_index=int(ignore_index), reduction=reduction)
     valid = target != ignore_index
     oh = one_hot(_ew.where(valid, target, 0), C).to(logp.dtype)
     picked = (_class_last(logp) * oh).sum(-1)

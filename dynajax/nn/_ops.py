@@ -138,6 +138,37 @@ def one_hot_op(idx, *, num_classes):
     return jax.nn.one_hot(idx, num_classes, dtype=jnp.int64)
 
 
+# ---------------------------------------------------------------- negative log-likelihood
+def _nll_weights(target, ignore_index):
+    valid = target != ignore_index
+    return valid, jnp.where(valid, target, 0)
+
+
+@op("nll_loss_index")
+def nll_index(logp, target, *, ignore_index, reduction):
+    """NLL of class indices ``target`` (N,) under log-probs ``logp`` (N, C): linear in ``logp``."""
+    valid, t = _nll_weights(target, ignore_index)
+    w = valid.astype(logp.dtype)
+    loss = -jnp.take_along_axis(logp, t[:, None], 1)[:, 0] * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return loss.sum() if reduction == "sum" else loss
+
+
+@op("nll_loss_index_backward")
+def nll_index_backward(g, target, *, C, ignore_index, reduction):
+    """The transpose of ``nll_loss_index`` applied to ``g`` (the cotangent of its output)."""
+    valid, t = _nll_weights(target, ignore_index)
+    w = valid.astype(g.dtype)
+    scale = -w / w.sum() * g if reduction == "mean" else -w * g
+    return jax.nn.one_hot(t, C, dtype=g.dtype) * scale[:, None]
+
+
+nll_index.defvjp(lambda g, out, logp, target, **p: (
+    apply(nll_index_backward, g, target, C=logp.shape[1], **p), None))
+nll_index_backward.defvjp(lambda gg, out, g, target, *, C, **p: (apply(nll_index, gg, target, **p), None))
+
+
 # ---------------------------------------------------------------- piecewise-linear ops
 def linearized(name: str, f, vjp_impl=None, jvp_impl=None):
     """Register ``f(x, **params)`` (piecewise linear in ``x``) as op ``name`` plus its
