@@ -51,6 +51,9 @@ def vjp_grads(*vals, plan):
     return tuple(out)
 
 
+ENABLED = True   # False: always record the tape's VJP ops (for comparisons)
+
+
 class BackwardByVJP:
     """Installed by a (non-verify) Capture: routes eligible ``backward()`` calls to :meth:`run`."""
 
@@ -64,7 +67,7 @@ class BackwardByVJP:
         orig = self._saved
 
         def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None):
-            if targets is None and not create_graph and not engine._anomaly["enabled"]:
+            if ENABLED and targets is None and not create_graph and not engine._anomaly["enabled"]:
                 if self.run(outputs, grad_outputs, retain_graph):
                     return None
             return orig(outputs, grad_outputs, retain_graph, create_graph, targets)

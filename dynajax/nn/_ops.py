@@ -225,6 +225,13 @@ def _window_slices(x, kernel, stride, dilation, pads, outs):
 
 
 def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
+    p = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation, "ceil_mode": ceil_mode}
+    if _tiles(x, **p) is not None:   # JAX's own autodiff (compile's backward) takes the fast VJP too
+        return _tiled_max_pool(x, tuple(p.items()))
+    return _max_pool_window(x, **p)
+
+
+def _max_pool_window(x, *, kernel, stride, padding, dilation, ceil_mode):
     nd = len(kernel)
     pads, outs = _pool_pads(x, kernel, stride, padding, dilation, ceil_mode)
     lead = (1,) * (x.ndim - nd)
@@ -287,6 +294,13 @@ def _max_pool_jvp(t, x, **p):
     return jnp.sum(_first_max(windows(x)) * windows(t), -1)
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _tiled_max_pool(x, p):
+    return _max_pool_window(x, **dict(p))
+
+
+_tiled_max_pool.defvjp(lambda x, p: (_tiled_max_pool(x, p), x),
+                       lambda p, x, g: (_max_pool_vjp(g, x, **dict(p)),))
 max_pool = linearized("max_pool", _max_pool_impl, _max_pool_vjp, _max_pool_jvp)
 
 

@@ -71,6 +71,8 @@ def _flat_positions(shape, chain):
 
 @op("view_scatter", backward_name="CopySlices")
 def view_scatter(base, src, *, chain):
+    if all(step == DETACH for step in chain):   # a detached alias covers all of its base: no scatter
+        return jnp.broadcast_to(src, base.shape).astype(base.dtype)
     pos = _flat_positions(base.shape, chain).ravel()
     src = jnp.broadcast_to(src, _run_chain(base, chain).shape).ravel().astype(base.dtype)
     return base.ravel().at[pos].set(src).reshape(base.shape)
