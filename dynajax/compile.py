@@ -9,21 +9,20 @@ buffers, optimizer state, grads, data, the RNG key) plus the Python numbers
 passed to ops, its outputs every value a live tensor holds afterwards. The
 tensors then get those arrays, exactly as if the step had run eagerly.
 
-``backward()`` inside the step is recorded like any other code: the native
-tape runs on recorded values and its VJP rules (dynajax ops) are recorded, so
-hooks, ``retain_grad``, custom ``autograd.Function`` backwards and gradient
-accumulation behave as in eager mode. (Differentiating the captured forward with
-``jax.vjp`` instead would record about half as many ops, but would silently
-replace custom backwards by autodiff of their forwards and need its own
-handling of hooks, ``retain_grad`` and detach points; the executable XLA builds
-is the same either way, so only capture time differs: ~0.4x of an eager step's
-Python+dispatch time for the MLP Adam step, backward included.)
+``backward()`` inside the step is recorded as one op, ``jax.vjp`` of the
+recorded forward (engine 2; see ``_capture_backward``), with the tape's detach
+points as ``stop_gradient``: the step's Python then costs about half. Where the
+graph needs the native tape's semantics -- tensor hooks, ``retain_grad``,
+custom ``autograd.Function`` backwards, ``create_graph``, anomaly mode -- the
+tape runs on recorded values instead and its VJP rules are recorded, so those
+behave exactly as eagerly. The executable computes the same values either way.
 
 ``verify=True`` runs every call eagerly (native tape) while recording, and on a
 new graph runs the executable on the pre-call inputs and compares every value
 the step left in a live tensor; a mismatch raises naming the tensor and
 restores the pre-call state. It catches what capture cannot see (writes that
-bypass ops, impure impls). Since both runs share the VJP rules, verify also pulls
+bypass ops, impure impls). Verify records the backward with the tape, so the
+executable it checks has the tape's VJP ops; both share those rules, so verify also pulls
 the cotangents each custom ``autograd.Function`` backward receives back through
 ``jax.vjp`` of the ops its forward recorded (engine 2) and raises, naming the
 Function, where the hand-written backward disagrees (``_vjpcheck``); registry
