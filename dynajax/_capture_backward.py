@@ -1,14 +1,19 @@
-"""``backward()`` while ``dynajax.compile`` records a step: one ``jax.vjp`` of the recorded forward.
+"""``backward()`` while ``dynajax.compile`` records a step: one recorded op for the whole backward.
 
 Running the native tape on recorded values records every VJP rule's ops (about
-as many as the forward), each costing a Python dispatch per call of the step.
-Instead, when the graph behind ``loss.backward()`` holds only registry ops
-recorded in this step, with no hooks, ``retain_grad``, custom Functions,
-``create_graph`` or anomaly mode, the backward is recorded as one op: ``jax.vjp``
-of the forward eqns (engine 2), with the tape's detach points (inputs the tape
-does not differentiate) as ``stop_gradient``. Anything else runs the native
-tape, as eagerly. ``verify=True`` runs the step eagerly with the tape and
-compares with the executable built this way, so a wrong VJP rule shows there.
+as many as the forward), each costing a Python dispatch on every call of the
+step. Instead, when the graph behind ``loss.backward()`` holds only registry
+ops recorded in this step, with no hooks, ``retain_grad``, custom Functions,
+``create_graph`` or anomaly mode, the backward is recorded as one op,
+:func:`backward_grads`. Its Python runs once, when ``jax.jit`` traces the
+executable: it rebuilds the tape over the forward values the executable has
+already computed (no recomputation) and runs the engine's VJP rules on them, so
+XLA gets the same program as from the per-op recording. A rule that branches on
+a Python number that is an executable input (``x ** p`` with ``p`` a float that
+may change between calls) cannot run on a traced value; the op then falls back,
+still inside the trace, to ``jax.vjp`` of the forward eqns (engine 2) with the
+tape's detach points as ``stop_gradient``. Anything else runs the native tape
+during capture, as eagerly.
 """
 from __future__ import annotations
 
@@ -18,35 +23,75 @@ from .autograd import engine
 from .autograd.function import _FunctionOp
 
 
-def vjp_grads(*vals, plan):
-    """Leaf gradients. ``vals``: one value per (leaf, var) pair, the external values the forward reads
-    (constants, Python-number slots), the root cotangents. ``plan``: the static description."""
-    sub, pairs, ext, roots, nleaves = plan
-    n1, n2 = len(pairs), len(pairs) + len(ext)
-    ext_env = dict(zip(ext, vals[n1:n2]))
+def _vjp_formulation(env, plan):
+    """Leaf gradients by ``jax.vjp`` of the forward eqns (recomputed inside the trace)."""
+    nodes, pairs, ins, roots, cots, nleaves = plan
+    leaf_vars = [v for _, v in pairs]
 
     def forward(*xs):
-        env = dict(ext_env)
-        env.update(zip((v for _, v in pairs), xs))
-        for fn, params, refs, ovars, stops in sub:
+        local = dict(env)
+        local.update(zip(leaf_vars, xs))
+        for _, fn, params, refs, ovars, stops, _ in nodes:
             args = []
             for r, stop in zip(refs, stops):
                 if type(r) is not int:
                     args.append(r[1])
                 else:
-                    x = env[r]
+                    x = local[r]
                     args.append(jax.lax.stop_gradient(x) if stop else x)
             res = fn(*args, **dict(params))
             if len(ovars) == 1 and not isinstance(res, (tuple, list)):
-                env[ovars[0]] = res
+                local[ovars[0]] = res
             else:
-                env.update(zip(ovars, res))
-        return tuple(env[v] for v in roots)
+                local.update(zip(ovars, res))
+        return tuple(local[v] for v in roots)
 
-    _, pull = jax.vjp(forward, *vals[:n1])
-    grads = pull(tuple(vals[n2:]))
-    out = [None] * nleaves
-    for (k, _), g in zip(pairs, grads):   # a leaf read at several versions: its grads add up
+    _, pull = jax.vjp(forward, *(env[v] for v in leaf_vars))
+    return pull(tuple(env[c] for c in cots))
+
+
+def _tape_formulation(env, plan):
+    """Leaf gradients by the engine's own VJP rules over a tape rebuilt on the forward values."""
+    from ._tensor import _make
+    from .autograd.engine import grad
+    from .ops import registry
+    nodes, pairs, ins, roots, cots, nleaves = plan
+    leaf_t = [_make(env[v], True) for _, v in pairs]
+    pair_of = {p: i for i, p in enumerate(pairs)}
+    made = {}
+    for op, _, params, refs, ovars, _, kinds in nodes:
+        args = []
+        for r, kind in zip(refs, kinds):
+            if kind == "p":
+                args.append(r[1] if type(r) is not int else env[r])
+            elif kind == "c":
+                args.append(_make(env[r]))
+            elif kind == "n":
+                args.append(made[r])
+            else:
+                args.append(leaf_t[pair_of[(kind, r)]])
+        out = env[ovars[0]] if op.nout == 1 else tuple(env[v] for v in ovars)
+        res = registry._record(op, tuple(args), dict(params), out)
+        for v, t in zip(ovars, res if isinstance(res, tuple) else (res,)):
+            made[v] = t
+    gs = grad([made[v] for v in roots], leaf_t, [_make(env[c]) for c in cots], allow_unused=True)
+    return [jax.numpy.zeros_like(env[v]) if g is None else g._value for (_, v), g in zip(pairs, gs)]
+
+
+_TRACE_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                 jax.errors.TracerIntegerConversionError)
+
+
+def backward_grads(*vals, plan):
+    """The recorded backward: ``vals`` are the values of ``plan``'s input vars; returns one gradient per
+    leaf (the sum over the values of that leaf the forward read)."""
+    env = dict(zip(plan[2], vals))
+    try:
+        grads = _tape_formulation(env, plan)
+    except _TRACE_ERRORS:
+        grads = _vjp_formulation(env, plan)
+    out = [None] * plan[5]
+    for (k, _), g in zip(plan[1], grads):
         out[k] = g if out[k] is None else out[k] + g
     return tuple(out)
 
@@ -85,7 +130,7 @@ class BackwardByVJP:
                 return
 
     def run(self, outputs, grad_outputs, retain_graph) -> bool:
-        """Record the backward as one vjp op and accumulate ``.grad``; False: the tape must run instead."""
+        """Record the backward as one op and accumulate ``.grad``; False: the tape must run instead."""
         from ._capture import Sym
         from ._tensor import _make
         cap = self.cap
@@ -102,22 +147,27 @@ class BackwardByVJP:
             roots.append(node)
             root_vars.append(cap.eqns[hit[1]][3][out._out_idx])
         nodes = engine._collect([(n, 0) for n in roots])
-        sub, pairs, leaves, leaf_pos, produced = [], [], [], {}, set()
+        desc, pairs, leaves, leaf_pos = [], [], [], {}
         for node in reversed(nodes):   # creation order
             hit = self.node_eqn.get(id(node))
             if (hit is None or hit[0] is not node or node.freed or node.pre_hooks
                     or isinstance(node.op, _FunctionOp)):
                 return False
             fn, params, refs, ovars = cap.eqns[hit[1]]
-            stops = []
+            stops, kinds = [], []
             for j, r in enumerate(refs):
                 e = node.edges[j] if j < len(node.edges) else None
-                diff = e is not None and type(r) is int and r >= 0
-                stops.append(not diff and type(r) is int)
-                if not diff:
+                if node.in_meta[j] is None:          # a Python value
+                    kinds.append("p")
+                    stops.append(type(r) is int)
                     continue
+                if e is None:                        # a tensor the tape does not differentiate
+                    kinds.append("c")
+                    stops.append(True)
+                    continue
+                stops.append(False)
                 src, idx = e
-                if idx < 0:   # a leaf: its value at this read is an input of the vjp
+                if idx < 0:   # a leaf: its value at this read is an input of the backward
                     if src._hooks:
                         return False
                     k = leaf_pos.get(id(src))
@@ -126,36 +176,36 @@ class BackwardByVJP:
                         leaves.append(src)
                     if (k, r) not in pairs:
                         pairs.append((k, r))
+                    kinds.append(k)
                 else:
                     h = self.node_eqn.get(id(src))
                     if h is None or cap.eqns[h[1]][3][idx] != r:
                         return False
+                    kinds.append("n")
             for s in node.saved:   # the tape would raise on a value changed in place after it was saved
                 if isinstance(s, tuple) and s[0]._vc[0] != s[1]:
                     return False
-            sub.append((fn, tuple(params.items()), refs, ovars, tuple(stops)))
-            produced.update(ovars)
+            desc.append((node.op, fn, tuple(params.items()), refs, ovars, tuple(stops), tuple(kinds)))
         if not leaves:
             return False
-        leaf_vars = {r for _, r in pairs}
-        ext = []
-        for _, _, refs, _, _ in sub:
-            for r in refs:
-                if type(r) is int and r not in produced and r not in leaf_vars and r not in ext:
-                    ext.append(r)
-        cot_refs = []
-        for g in grad_outputs:
-            s = cap.var_of(g)
-            cot_refs.append(s.idx)
-        plan = (tuple(sub), tuple(pairs), tuple(ext), tuple(root_vars), len(leaves))
-        refs = tuple(r for _, r in pairs) + tuple(ext) + tuple(cot_refs)
+        cots = tuple(cap.var_of(g).idx for g in grad_outputs)
+        ins = []
+        seen = set()
+        for _, _, _, refs, ovars, _, _ in desc:
+            for r in refs + ovars:
+                if type(r) is int and r not in seen:
+                    seen.add(r)
+                    ins.append(r)
+        for r in cots:
+            if r not in seen:
+                seen.add(r)
+                ins.append(r)
+        plan = (tuple(desc), tuple(pairs), tuple(ins), tuple(root_vars), cots, len(leaves))
         n = cap.nvars
         cap.nvars = n + len(leaves)
-        ovars = tuple(range(n, n + len(leaves)))
-        params = {"plan": plan}
         cap.prod[n] = len(cap.eqns)
-        cap.eqns.append((vjp_grads, params, refs, ovars))
-        cap.keys.append((vjp_grads, (("plan", plan),), refs))
+        cap.eqns.append((backward_grads, {"plan": plan}, tuple(ins), tuple(range(n, n + len(leaves)))))
+        cap.keys.append((backward_grads, (("plan", plan),), tuple(ins)))
         if not retain_graph:
             for node in nodes:
                 engine.free_node(node)

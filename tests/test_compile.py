@@ -387,7 +387,7 @@ def test_verify_checks_custom_function_backward_against_jax_vjp(fn_cls):
 
 def _vjp_ops(step, *args):
     """How many backward passes of one call of compiled ``step`` were recorded as one jax.vjp op."""
-    from dynajax._capture_backward import vjp_grads
+    from dynajax._capture_backward import backward_grads as vjp_grads
     seen = []
     orig = step._plan
 
@@ -453,3 +453,21 @@ def test_backward_with_hooks_or_custom_functions_runs_the_tape():
     np.testing.assert_allclose(c1(x).numpy(), 3 * x.numpy())
     assert len(seen) == 2    # the hook ran in both recordings, as it would eagerly
     np.testing.assert_allclose(c2(x).numpy(), 2 * x.numpy() ** 2 * np.array([0.5, -1.0, 2.0]), rtol=1e-6)
+
+
+def test_backward_op_falls_back_to_jax_vjp_when_a_rule_branches_on_a_python_number():
+    """``pow``'s rule tests its exponent; as an executable input the exponent is a traced value, so the
+    recorded backward differentiates the forward with jax.vjp instead -- and changing it does not recompile."""
+    w = nn.Parameter(dj.tensor([0.5, 1.5, 2.0]))
+
+    @dj.compile
+    def step(p):
+        w.grad = None
+        loss = (w ** p).sum()
+        loss.backward()
+        return loss
+    wn = np.array([0.5, 1.5, 2.0], np.float32)
+    for p in (2.0, 3.0, 0.5):
+        np.testing.assert_allclose(step(p).item(), np.sum(wn ** p), rtol=1e-6)
+        np.testing.assert_allclose(w.grad.numpy(), p * wn ** (p - 1), rtol=1e-6)
+    assert step.stats.compiles == 1 and _vjp_ops(step, 2.5) == 1
