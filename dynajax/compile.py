@@ -9,13 +9,14 @@ buffers, optimizer state, grads, data, the RNG key) plus the Python numbers
 passed to ops, its outputs every value a live tensor holds afterwards. The
 tensors then get those arrays, exactly as if the step had run eagerly.
 
-``backward()`` inside the step is recorded as one op, ``jax.vjp`` of the
-recorded forward (engine 2; see ``_capture_backward``), with the tape's detach
-points as ``stop_gradient``: the step's Python then costs about half. Where the
-graph needs the native tape's semantics -- tensor hooks, ``retain_grad``,
+``backward()`` inside the step is recorded as one op (``_capture_backward``):
+its Python -- the engine's VJP rules over a tape rebuilt on the forward values
+-- runs once, when the executable is traced, not on every call; where a rule
+cannot run on traced values it is ``jax.vjp`` of the recorded forward. Where
+the graph needs the native tape's semantics -- tensor hooks, ``retain_grad``,
 custom ``autograd.Function`` backwards, ``create_graph``, anomaly mode -- the
-tape runs on recorded values instead and its VJP rules are recorded, so those
-behave exactly as eagerly. The executable computes the same values either way.
+tape runs during capture and its VJP ops are recorded one by one, so those
+behave exactly as eagerly. XLA gets the same program either way.
 
 ``verify=True`` runs every call eagerly (native tape) while recording, and on a
 new graph runs the executable on the pre-call inputs and compares every value
