@@ -357,6 +357,7 @@ def _unshare(cap: Capture, donate: tuple) -> None:
     something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
     donating it would delete it under that holder."""
     held = collections.Counter(id(arr) for _, arr, _, _ in cap.adopted)
+    held.update(id(key) for _, key, _ in cap.gens)   # a generator's old key, kept for _restore
     n_in = collections.Counter(id(arr) for arr in cap.inputs)
     for i in donate:
         a = cap.inputs[i]

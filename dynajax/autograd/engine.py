@@ -27,7 +27,7 @@ def _as_tuple(x) -> tuple:
 
 
 def _root_grads(outputs, grad_outputs, create_graph) -> list:
-    from ..ops.creation import ones_like
+    from ..ops.creation import fill_like
     T = _tensor_cls()
     grads = []
     for i, out in enumerate(outputs):
@@ -35,7 +35,7 @@ def _root_grads(outputs, grad_outputs, create_graph) -> list:
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = ones_like(out)
+            g = fill_like(out.detach(), 1)
         else:
             if not isinstance(g, T):
                 from ..ops.creation import tensor

@@ -10,6 +10,7 @@ import numpy as np
 from .. import _dtype, random
 from .._device import put
 from .._tensor import Tensor, _make, method
+from .registry import apply, op
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "eye", "arange", "linspace",
            "logspace", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "zeros_like", "ones_like",
@@ -237,6 +238,17 @@ def _like(fn):
 
 zeros_like, ones_like, empty_like, rand_like, randn_like = (
     _like(zeros), _like(ones), _like(empty), _like(rand), _like(randn))
+
+
+@op("fill_like")
+def _fill_like(x, *, value):
+    return jnp.full_like(x, value)
+
+
+def fill_like(input: Tensor, value) -> Tensor:
+    """``input``'s shape and dtype filled with ``value``, as an op: under ``dynajax.compile`` it is
+    recorded (the backward's implicit ``ones`` seed) instead of made eagerly and passed in."""
+    return apply(_fill_like, input, value=value)
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
