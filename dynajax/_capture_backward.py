@@ -97,6 +97,7 @@ def backward_grads(*vals, plan):
 
 
 ENABLED = True   # False: always record the tape's VJP ops (for comparisons)
+MAX_NODES = 1_000_000   # larger graphs record the tape's VJP ops one by one
 
 
 class BackwardByVJP:
@@ -147,6 +148,8 @@ class BackwardByVJP:
             roots.append(node)
             root_vars.append(cap.eqns[hit[1]][3][out._out_idx])
         nodes = engine._collect([(n, 0) for n in roots])
+        if len(nodes) > MAX_NODES:   # a long (unrolled) graph: the tape's ops can be rolled into a scan
+            return False
         desc, pairs, leaves, leaf_pos = [], [], [], {}
         for node in reversed(nodes):   # creation order
             hit = self.node_eqn.get(id(node))
