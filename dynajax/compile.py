@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _rolling
 from ._capture import Capture, Sym, run_graph
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
@@ -59,6 +60,7 @@ class CompileStats:
     capture_time: float = 0.0     # seconds spent re-running the Python step in capture mode
     compile_time: float = 0.0     # seconds spent in jax.jit tracing + XLA compilation
     recorded_ops: int = 0         # ops in the last recording
+    rolled_loops: int = 0         # runs of identical segments compiled as one lax.scan (all compiles)
     recompile_reasons: list = field(default_factory=list)
 
 
@@ -71,8 +73,11 @@ class _Plan:
 class Compiled:
     """A step function compiled by :func:`compile`; call it like the original."""
 
-    def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool) -> None:
+    def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool,
+                 roll: bool = True) -> None:
         self.fn = fn
+        self.roll = roll
+        self.last_loops: list = []   # the rolled loops of the last compile (``_rolling.Loop``)
         self.verify = verify
         self.cache_size = cache_size
         self.recompile_limit = recompile_limit
@@ -139,7 +144,10 @@ class Compiled:
                               "batch to a few sizes, or keep branches on Python values stable.", stacklevel=3)
         t0 = time.perf_counter()
         donate = plan.donate if (self.donate and not self.verify) else ()
-        run = functools.partial(_run_split, plan.eqns, plan.in_vars, plan.nvars, plan.outs, donate)
+        eqns, nvars, self.last_loops = (_rolling.roll(plan.eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
+                                                      plan.nvars, plan.outs) if self.roll else (plan.eqns, plan.nvars, []))
+        st.rolled_loops += len(self.last_loops)
+        run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
         exe = jax.jit(run, donate_argnums=(0,) if donate else ())
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
@@ -282,7 +290,7 @@ class Compiled:
 
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
-            donate: bool = True):
+            donate: bool = True, roll: bool = True):
     """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
 
     The step keeps eager semantics: any Python control flow, ``.item()`` reads
@@ -296,8 +304,8 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     ...     return loss
     """
     if fn is None:
-        return lambda f: Compiled(f, verify, cache_size, recompile_limit, donate)
-    return Compiled(fn, verify, cache_size, recompile_limit, donate)
+        return lambda f: Compiled(f, verify, cache_size, recompile_limit, donate, roll)
+    return Compiled(fn, verify, cache_size, recompile_limit, donate, roll)
 
 
 # ---------------------------------------------------------------- helpers
