@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _rolling
+from . import _bucketing, _rolling
 from ._capture import Capture, Sym, run_graph
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
@@ -61,6 +61,8 @@ class CompileStats:
     compile_time: float = 0.0     # seconds spent in jax.jit tracing + XLA compilation
     recorded_ops: int = 0         # ops in the last recording
     rolled_loops: int = 0         # runs of identical segments compiled as one lax.scan (all compiles)
+    compiled_ops: int = 0         # ops in the last compiled graph, after rolling
+    bucket_hits: int = 0          # calls padded to a bucket (``dynamic=``) that reused an executable
     recompile_reasons: list = field(default_factory=list)
 
 
@@ -140,13 +142,16 @@ class Compiled:
                 self._warned = True
                 warnings.warn(f"dynajax.compile: {getattr(self.fn, '__name__', 'step')} recompiled "
                               f"{len(st.recompile_reasons)} times; last reason: {reason}. Varying shapes or "
-                              "Python-level graph changes each compile a new executable: pad or bucket the "
-                              "batch to a few sizes, or keep branches on Python values stable.", stacklevel=3)
+                              "Python-level graph changes each compile a new executable: declare a varying dim "
+                              "with compile(..., dynamic={'x': {0: [16, 32, 64]}}) to pad it to a few bucket "
+                              "sizes (loops over it are rolled into one scan), or keep branches on Python "
+                              "values stable.", stacklevel=3)
         t0 = time.perf_counter()
         donate = plan.donate if (self.donate and not self.verify) else ()
         eqns, nvars, self.last_loops = (_rolling.roll(plan.eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
                                                       plan.nvars, plan.outs) if self.roll else (plan.eqns, plan.nvars, []))
         st.rolled_loops += len(self.last_loops)
+        st.compiled_ops = len(eqns)
         run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
         exe = jax.jit(run, donate_argnums=(0,) if donate else ())
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
@@ -290,7 +295,7 @@ class Compiled:
 
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
-            donate: bool = True, roll: bool = True):
+            donate: bool = True, roll: bool = True, dynamic: dict | None = None, pad: dict | None = None):
     """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
 
     The step keeps eager semantics: any Python control flow, ``.item()`` reads
@@ -304,8 +309,30 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     ...     return loss
     """
     if fn is None:
-        return lambda f: Compiled(f, verify, cache_size, recompile_limit, donate, roll)
+        return lambda f: compile(f, verify=verify, cache_size=cache_size, recompile_limit=recompile_limit,
+                                 donate=donate, roll=roll, dynamic=dynamic, pad=pad)
+    if dynamic:
+        return _Bucketed(fn, dynamic, pad or {}, verify, cache_size, recompile_limit, donate, roll)
     return Compiled(fn, verify, cache_size, recompile_limit, donate, roll)
+
+
+class _Bucketed(Compiled):
+    """A compiled step whose declared dims are padded up to bucket sizes (``compile(dynamic=...)``,
+    see ``_bucketing``): every size within a bucket runs one executable."""
+
+    def __init__(self, fn, dynamic: dict, pad: dict, *rest) -> None:
+        super().__init__(fn, *rest)
+        self._sig, self._spec = _bucketing.check_spec(fn, dynamic, pad)
+        self._pad = dict(pad)
+
+    def __call__(self, *args, **kwargs):
+        args, kwargs, grown = _bucketing.pad_call(self._sig, self._spec, self._pad, args, kwargs)
+        hits = self.stats.cache_hits
+        with _bucketing.active(grown):
+            result = super().__call__(*args, **kwargs)
+        if self.stats.cache_hits > hits:
+            self.stats.bucket_hits += 1
+        return _bucketing.unpad(result, grown)
 
 
 # ---------------------------------------------------------------- helpers

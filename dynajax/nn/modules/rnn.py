@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ... import ops as _ops  # noqa: F401
+from ..._bucketing import sequence_mask
 from ...ops.creation import empty, zeros
 from .. import functional as F
 from .. import init
@@ -129,8 +130,8 @@ class RNNBase(Module):
             x = x.transpose(0, 1)
         n = x.shape[1]
         import numpy as np
-        mask = None if lengths is None else tensor(np.arange(x.shape[0]).reshape(-1, 1, 1)
-                                                   < np.asarray(lengths).reshape(1, -1, 1))
+        mask = sequence_mask(x.shape[0]) if lengths is None else tensor(
+            np.arange(x.shape[0]).reshape(-1, 1, 1) < np.asarray(lengths).reshape(1, -1, 1))
         D = 2 if self.bidirectional else 1
         is_lstm = self.mode == "LSTM"
         if hx is None:
