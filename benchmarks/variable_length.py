@@ -148,16 +148,22 @@ def _jax_step(state, tokens, targets):
 
 
 def time_jax(data) -> tuple:
+    """(total seconds, losses, seconds of the steps with a new length, seconds of the other steps)."""
     p = jax_init()
     zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
     state = (p, zeros, zeros, 0)
-    losses = []
+    losses, seen, new_s, old_s = [], set(), 0.0, 0.0
     t0 = time.perf_counter()
     for tok, tgt in data:
+        t = time.perf_counter()
         loss, state = _jax_step(state, tok, tgt)
-        losses.append(loss)
-    losses = [float(v) for v in losses]
-    return time.perf_counter() - t0, losses
+        losses.append(float(loss))
+        if tok.shape[0] in seen:
+            old_s += time.perf_counter() - t
+        else:
+            new_s += time.perf_counter() - t
+            seen.add(tok.shape[0])
+    return time.perf_counter() - t0, losses, new_s, old_s
 
 
 # ---------------------------------------------------------------- driver
@@ -165,12 +171,12 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
     data = batches(steps)
     lengths = [tok.shape[0] for tok, _ in data]
     res = {"steps": steps, "distinct_lengths": len(set(lengths))}
-    variants = [("dynajax_compiled_buckets", lambda: bucketed(dynajax_step())),
-                ("dynajax_compiled_per_length", lambda: dj.compile(dynajax_step())),
-                ("dynajax_compiled_cell_loop", lambda: bucketed(dynajax_step(cell_loop=True))),
-                ("dynajax_eager", dynajax_step)]
-    for name, make in variants:
-        if any(s in name for s in skip):
+    variants = [("buckets", "dynajax_compiled_buckets", lambda: bucketed(dynajax_step())),
+                ("per_length", "dynajax_compiled_per_length", lambda: dj.compile(dynajax_step())),
+                ("cell", "dynajax_compiled_cell_loop", lambda: bucketed(dynajax_step(cell_loop=True))),
+                ("eager", "dynajax_eager", dynajax_step)]
+    for short, name, make in variants:
+        if short in skip:
             continue
         step = make()
         secs, losses = time_dynajax(step, data)
@@ -183,11 +189,14 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
         secs, losses = time_torch(data)
         res["torch_eager"] = {"seconds": secs, "first_loss": losses[0], "last_loss": losses[-1]}
     if "jax" not in skip:
-        n = jax_steps or steps
-        secs, losses = time_jax(data[:n])
-        est = secs if n == steps else secs * steps / n
+        n = min(jax_steps or steps, steps)
+        secs, losses, new_s, old_s = time_jax(data[:n])
+        d_n, d_all = len(set(lengths[:n])), len(set(lengths))
+        # extrapolation: each new length costs what a new length cost here (trace + compile + run),
+        # every other step what a repeated one did
+        est = secs if n == steps else (new_s / d_n * d_all + old_s / max(n - d_n, 1) * (steps - d_all))
         res["jax_unrolled"] = {"seconds": est, "measured_steps": n, "measured_seconds": secs,
-                               "executables": len(set(lengths[:n])), "first_loss": losses[0]}
+                               "executables": d_all, "first_loss": losses[0]}
     return res
 
 
@@ -208,7 +217,7 @@ def report(res: dict) -> None:
             extra = f"  ({r['executables']} executables)"
             if r["measured_steps"] != res["steps"]:
                 extra += (f"  EXTRAPOLATED from {r['measured_seconds']:.1f} s measured on the first "
-                          f"{r['measured_steps']} steps")
+                          f"{r['measured_steps']} steps (per new length and per repeated length)")
         print(f"  {name:30s} {r['seconds']:8.1f} s{extra}")
     c, t, j = (res.get(k, {}).get("seconds") for k in ("dynajax_compiled_buckets", "torch_eager", "jax_unrolled"))
     if c and t:

@@ -66,7 +66,7 @@ def check_spec(fn, dynamic: dict, pad: dict) -> tuple:
 
 
 def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
-    """Arguments with every declared dim padded, and {padded size: true size} of the dims that grew."""
+    """Arguments with every declared dim padded, and {padded size: true size} of the declared dims."""
     bound = sig.bind(*args, **kwargs)
     grown: dict = {}
     for name, dims in spec.items():
@@ -87,9 +87,8 @@ def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
             d %= len(shape)
             n = shape[d]
             b = bucket(n, sizes)
-            if b != n:
-                widths[d] = (0, b - n)
-                grown[b] = max(grown.get(b, 0), n)
+            widths[d] = (0, b - n)
+            grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
         if any(w != (0, 0) for w in widths):
             v = t.detach()._value
             bound.arguments[name] = _make(jnp.pad(v, widths, constant_values=np.array(pad.get(name, 0), v.dtype)))
@@ -131,5 +130,5 @@ def unpad(result, grown: dict):
         if not isinstance(t, Tensor):
             return t
         idx = tuple(slice(0, grown[s]) if s in grown else slice(None) for s in t.shape)
-        return t[idx] if any(s in grown for s in t.shape) else t
+        return t[idx] if any(grown.get(s, s) != s for s in t.shape) else t
     return jax.tree_util.tree_map(cut, result, is_leaf=lambda a: isinstance(a, Tensor))

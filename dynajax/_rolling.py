@@ -33,6 +33,7 @@ from ._capture import _SHAPES
 
 MIN_TRIPS = 4      # shorter repetitions stay unrolled
 MIN_EQNS = 24      # so do runs covering fewer eqns (a few repeated elementwise ops are not a loop)
+WORK_BUDGET = 16   # rejected candidates may visit this many times the graph's eqns, then rolling stops
 _FULL = (None, None, None)
 
 
@@ -61,12 +62,14 @@ def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, n
                 last_use[r] = i
     live_out = set(outs)
     loops, taken = [], np.zeros(len(eqns), bool)
+    budget = WORK_BUDGET * len(eqns)   # eqns visited by rejected candidates, at most
     for cov, p, s, k in _candidates(sigs):
         for shift in range(min(p, 4)):  # a run found at a rotation its dataflow rejects: try the next few
             st, kk = s + shift, (k * p - shift) // p
-            if kk < MIN_TRIPS or kk * p < MIN_EQNS or taken[st:st + kk * p].any():
+            if kk < MIN_TRIPS or kk * p < MIN_EQNS or taken[st:st + kk * p].any() or budget <= 0:
                 break
             lp = _verify(eqns, prod, last_use, live_out, st, p, kk)
+            budget -= 0 if lp is not None else kk * p
             if lp is not None:
                 taken[st:st + kk * p] = True
                 loops.append(lp)
@@ -299,7 +302,14 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length):
                     env[(j, o)] = r
         return tuple(env[rel] for rel in carry), tuple(env[rel] for rel in ys)
 
-    final, stacked = jax.lax.scan(step, tuple(init), tuple(xs), length=length)
+    try:
+        final, stacked = jax.lax.scan(step, tuple(init), tuple(xs), length=length)
+    except TypeError:  # a carry whose type the body changes (a weakly typed Python-float start): unroll
+        final, rows = tuple(init), []
+        for i in range(length):
+            final, y = step(final, tuple(x[i] for x in xs))
+            rows.append(y)
+        stacked = tuple(jnp.stack([r[i] for r in rows]) for i in range(len(ys)))
     return tuple(final) + tuple(stacked)
 
 

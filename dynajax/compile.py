@@ -303,6 +303,14 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     stream are updated as if it ran eagerly. ``verify=True`` runs it eagerly as
     well and raises, naming the tensor, if a new graph's result differs.
 
+    ``roll=True`` compiles runs of structurally identical pieces of the graph (RNN
+    time steps and their backward, stacks of identical layers) as one
+    ``lax.scan``, so compile time does not grow with their count (``_rolling``).
+    ``dynamic={"x": {0: [16, 32, 64]}}`` pads dim 0 of argument ``x`` up to the
+    next bucket (an int: a multiple of it), with ``pad={"x": value}`` (default 0),
+    so every length in a bucket runs one executable; recurrent layers keep their
+    state past the true length and returned tensors are sliced back (``_bucketing``).
+
     >>> @dynajax.compile
     ... def step(x, y):
     ...     opt.zero_grad(); loss = F.mse_loss(model(x), y); loss.backward(); opt.step()
