@@ -20,7 +20,6 @@ import inspect
 import threading
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ._tensor import Tensor, _make
@@ -90,8 +89,9 @@ def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
             widths[d] = (0, b - n)
             grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
         if any(w != (0, 0) for w in widths):
-            v = t.detach()._value
-            bound.arguments[name] = _make(jnp.pad(v, widths, constant_values=np.array(pad.get(name, 0), v.dtype)))
+            v = np.asarray(t.detach()._value)  # numpy: jnp.pad would compile a kernel for every new length
+            padded = np.pad(v, widths, constant_values=np.array(pad.get(name, 0), v.dtype))
+            bound.arguments[name] = _make(jax.device_put(padded, next(iter(t._value.devices()))))
     return bound.args, bound.kwargs, grown
 
 

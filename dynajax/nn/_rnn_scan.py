@@ -25,6 +25,11 @@ def _cell(mode, gi, h, c, w_hh, b_hh):
     gh = jnp.matmul(h, w_hh.T)
     if b_hh is not None:
         gh = gh + b_hh
+    return _gates(mode, gi, gh, h, c)
+
+
+def _gates(mode, gi, gh, h, c):
+    """The elementwise part of a step, given both projections ``gi`` and ``gh = h W_hh^T + b_hh``."""
     if mode == "GRU":
         ir, iz, in_ = jnp.split(gi, 3, -1)
         hr, hz, hn = jnp.split(gh, 3, -1)
@@ -88,8 +93,41 @@ def _rnn_impl(*args, mode, reverse, has_mask):
     return _scan(mode, reverse, has_mask, *args)
 
 
-# differentiable inputs: gi, h0, (c0,) w_hh, b_hh; then the optional mask
-rnn_scan = _vjp_chain("rnn_scan", _rnn_impl, 2, 4, 2)
+def _rnn_backward_impl(g_ys, g_h, gi, h0, w_hh, b_hh, ys, *mask, mode, reverse, has_mask):
+    """Cotangents of ``gi, h0, w_hh, b_hh`` of an RNN/GRU scan, from its outputs ``ys``: the states before
+    each step are known, so ``h W_hh^T`` of all steps is one matmul, the reverse scan carries only
+    ``dh`` (one ``(B, G) x (G, H)`` matmul per step) and ``dW_hh`` is one matmul after it."""
+    m = mask[0] if has_mask else None
+    hprev = jnp.concatenate([ys[1:], h0[None]]) if reverse else jnp.concatenate([h0[None], ys[:-1]])
+    gh = jnp.matmul(hprev, w_hh.T) + b_hh
+
+    def body(dh, xs):
+        gi_t, gh_t, hp_t, gy_t, m_t = xs
+
+        def f(a, b, hp):
+            h2, _ = _gates(mode, a, b, hp, None)
+            return h2 if m_t is None else jnp.where(m_t, h2, hp)
+        _, vjp = jax.vjp(f, gi_t, gh_t, hp_t)
+        dgi, dgh, dhp = vjp(dh + gy_t)
+        return dhp + jnp.matmul(dgh, w_hh), (dgi, dgh)
+
+    dh0, (dgi, dgh) = jax.lax.scan(body, g_h, (gi, gh, hprev, g_ys, m), reverse=not reverse)
+    return dgi, dh0, jnp.einsum("tbg,tbh->gh", dgh, hprev), dgh.sum((0, 1))
+
+
+# its inputs g_ys, g_h, gi, h0, w_hh, b_hh, ys are differentiable (second order: jax.vjp of it)
+_rnn_backward = _vjp_chain("rnn_scan_backward", _rnn_backward_impl, 4, 7, 1)
+
+
+def _rnn_rule(g, out, *args, **params):
+    gs = apply(_rnn_backward, g[0], g[1], *args[:4], out[0], *args[4:], **params)
+    return tuple(gs) + (None,) * (len(args) - 4)
+
+
+rnn_scan = op("rnn_scan", nout=2)(_rnn_impl)
+rnn_scan.defvjp(_rnn_rule)
+# LSTM's backward needs the cell state before each step, which is no output: jax.vjp of the scan
+# differentiable inputs: gi, h0, c0, w_hh, b_hh; then the optional mask
 lstm_scan = _vjp_chain("lstm_scan", _rnn_impl, 3, 5, 2)
 
 
