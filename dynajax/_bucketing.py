@@ -12,7 +12,9 @@ Where padding would change results the library masks it: recurrent layers (``nn.
 state at the end of the real sequence; tensors the step returns are sliced back along every dim whose
 size is a padded size. Reductions, softmax or Python loops over a padded dim written in the step
 itself see the padding: pad such an argument with a neutral value (``ignore_index`` for a loss), or
-mask it in the step.
+mask it in the step. The recurrent layers recognise a padded sequence by its length: one whose length
+equals a padded size of the call (say a time length that happens to equal a padded batch size) is masked
+as if it were padded too.
 """
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, n
     live_out = set(outs)
     loops, taken = [], np.zeros(len(eqns), bool)
     budget = WORK_BUDGET * len(eqns)   # eqns visited by rejected candidates, at most
-    for cov, p, s, k in _candidates(sigs):
+    for _, p, s, k in _candidates(sigs):
         for shift in range(min(p, 4)):  # a run found at a rotation its dataflow rejects: try the next few
             st, kk = s + shift, (k * p - shift) // p
             if kk < MIN_TRIPS or kk * p < MIN_EQNS or taken[st:st + kk * p].any() or budget <= 0:
@@ -254,11 +254,11 @@ def _unbound_slices(eqns, keys) -> dict:
     for (_, params, refs, ovars), (key_fn, _, _) in zip(eqns, keys):
         if getattr(key_fn, "name", None) != "slice" or params.get("dims") != () or type(refs[0]) is not int:
             continue
-        basic = params.get("basic", ())
-        if not basic or type(basic[-1]) is not int or any(b != _FULL for b in basic[:-1]):
+        basic, shape = params.get("basic", ()), params.get("in_shape")
+        if not basic or shape is None or type(basic[-1]) is not int or any(b != _FULL for b in basic[:-1]):
             continue
         axis = len(basic) - 1
-        found[ovars[0]] = (refs[0], basic[-1], params["in_shape"][axis], axis)
+        found[ovars[0]] = (refs[0], basic[-1], shape[axis], axis)
     return found
 
 

@@ -148,8 +148,10 @@ class Compiled:
                               "values stable.", stacklevel=3)
         t0 = time.perf_counter()
         donate = plan.donate if (self.donate and not self.verify) else ()
-        eqns, nvars, self.last_loops = (_rolling.roll(plan.eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
-                                                      plan.nvars, plan.outs) if self.roll else (plan.eqns, plan.nvars, []))
+        eqns, nvars, self.last_loops = plan.eqns, plan.nvars, []
+        if self.roll:
+            eqns, nvars, self.last_loops = _rolling.roll(eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
+                                                         nvars, plan.outs)
         st.rolled_loops += len(self.last_loops)
         st.compiled_ops = len(eqns)
         run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
