@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _bucketing, _rolling
 from ._capture import Capture, Sym, run_graph
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
@@ -63,6 +64,9 @@ class CompileStats:
     capture_time: float = 0.0     # seconds spent re-running the Python step in capture mode
     compile_time: float = 0.0     # seconds spent in jax.jit tracing + XLA compilation
     recorded_ops: int = 0         # ops in the last recording
+    rolled_loops: int = 0         # runs of identical segments compiled as one lax.scan (all compiles)
+    compiled_ops: int = 0         # ops in the last compiled graph, after rolling
+    bucket_hits: int = 0          # calls padded to a bucket (``dynamic=``) that reused an executable
     recompile_reasons: list = field(default_factory=list)
 
 
@@ -76,8 +80,10 @@ class Compiled:
     """A step function compiled by :func:`compile`; call it like the original."""
 
     def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool,
-                 mesh=None, data_axis: str = "data", param_sharding: str | None = None) -> None:
+                 mesh=None, data_axis: str = "data", param_sharding: str | None = None, roll: bool = True) -> None:
         self.fn = fn
+        self.roll = roll
+        self.last_loops: list = []   # the rolled loops of the last compile (``_rolling.Loop``)
         self.verify = verify
         self.cache_size = cache_size
         self.recompile_limit = recompile_limit
@@ -143,11 +149,19 @@ class Compiled:
                 self._warned = True
                 warnings.warn(f"dynajax.compile: {getattr(self.fn, '__name__', 'step')} recompiled "
                               f"{len(st.recompile_reasons)} times; last reason: {reason}. Varying shapes or "
-                              "Python-level graph changes each compile a new executable: pad or bucket the "
-                              "batch to a few sizes, or keep branches on Python values stable.", stacklevel=3)
+                              "Python-level graph changes each compile a new executable: declare a varying dim "
+                              "with compile(..., dynamic={'x': {0: [16, 32, 64]}}) to pad it to a few bucket "
+                              "sizes (loops over it are rolled into one scan), or keep branches on Python "
+                              "values stable.", stacklevel=3)
         t0 = time.perf_counter()
         donate = plan.donate if (self.donate and not self.verify) else ()
-        run = functools.partial(_run_split, plan.eqns, plan.in_vars, plan.nvars, plan.outs, donate)
+        eqns, nvars, self.last_loops = plan.eqns, plan.nvars, []
+        if self.roll:
+            eqns, nvars, self.last_loops = _rolling.roll(eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
+                                                         nvars, plan.outs)
+        st.rolled_loops += len(self.last_loops)
+        st.compiled_ops = len(eqns)
+        run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
         exe = jax.jit(run, donate_argnums=(0,) if donate else ())
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
@@ -290,7 +304,8 @@ class Compiled:
 
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
-            donate: bool = True, mesh=None, data_axis: str = "data", param_sharding: str | None = None):
+            donate: bool = True, roll: bool = True, dynamic: dict | None = None, pad: dict | None = None,
+            mesh=None, data_axis: str = "data", param_sharding: str | None = None):
     """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
 
     The step keeps eager semantics: any Python control flow, ``.item()`` reads
@@ -298,6 +313,13 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     stream are updated as if it ran eagerly. ``verify=True`` runs it eagerly as
     well and raises, naming the tensor, if a new graph's result differs.
 
+    ``roll=True`` compiles runs of structurally identical pieces of the graph (RNN
+    time steps and their backward, stacks of identical layers) as one
+    ``lax.scan``, so compile time does not grow with their count (``_rolling``).
+    ``dynamic={"x": {0: [16, 32, 64]}}`` pads dim 0 of argument ``x`` up to the
+    next bucket (an int: a multiple of it), with ``pad={"x": value}`` (default 0),
+    so every length in a bucket runs one executable; recurrent layers keep their
+    state past the true length and returned tensors are sliced back (``_bucketing``).
     ``mesh`` (a ``dynajax.distributed.Mesh``) runs the step on all its devices: tensor arguments are split
     along dim 0 over ``data_axis``, state is replicated (``param_sharding="fsdp"``: sharded); see
     ``dynajax.distributed``.
@@ -309,8 +331,30 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     """
     sharding = dict(mesh=mesh, data_axis=data_axis, param_sharding=param_sharding)
     if fn is None:
-        return lambda f: Compiled(f, verify, cache_size, recompile_limit, donate, **sharding)
-    return Compiled(fn, verify, cache_size, recompile_limit, donate, **sharding)
+        return lambda f: compile(f, verify=verify, cache_size=cache_size, recompile_limit=recompile_limit,
+                                 donate=donate, roll=roll, dynamic=dynamic, pad=pad, **sharding)
+    if dynamic:
+        return _Bucketed(fn, dynamic, pad or {}, verify, cache_size, recompile_limit, donate, roll=roll, **sharding)
+    return Compiled(fn, verify, cache_size, recompile_limit, donate, roll=roll, **sharding)
+
+
+class _Bucketed(Compiled):
+    """A compiled step whose declared dims are padded up to bucket sizes (``compile(dynamic=...)``,
+    see ``_bucketing``): every size within a bucket runs one executable."""
+
+    def __init__(self, fn, dynamic: dict, pad: dict, *rest, **kw) -> None:
+        super().__init__(fn, *rest, **kw)
+        self._sig, self._spec = _bucketing.check_spec(fn, dynamic, pad)
+        self._pad = dict(pad)
+
+    def __call__(self, *args, **kwargs):
+        args, kwargs, grown = _bucketing.pad_call(self._sig, self._spec, self._pad, args, kwargs)
+        hits = self.stats.cache_hits
+        with _bucketing.active(grown):
+            result = super().__call__(*args, **kwargs)
+        if self.stats.cache_hits > hits:
+            self.stats.bucket_hits += 1
+        return _bucketing.unpad(result, grown)
 
 
 # ---------------------------------------------------------------- helpers

@@ -328,3 +328,23 @@ entry("nll_loss_index", lambda lp, t: F.nll_loss(lp, t), _nll_inputs)
 entry("nll_loss_index_backward", vjp_of(lambda lp, t: F.nll_loss(lp, t, reduction="none")),
       lambda r: _nll_inputs(r) + [r.standard_normal(4)])
 entry("fill_like", lambda x: dj.ops.creation.fill_like(x, 1), normal(2, 3), order=0)
+
+
+# ---------------------------------------------------------------- fused recurrences (one scan per layer)
+from dynajax.nn._rnn_scan import run_layer  # noqa: E402
+
+_gru = lambda gi, h, w, b: run_layer("GRU", gi, h, w, b, None, False)  # noqa: E731
+_GRU_IN = cat_inputs(normal(3, 2, 6), normal(2, 2), normal(6, 2), normal(6))
+entry("rnn_scan", _gru, _GRU_IN, rtol=1e-4, atol=1e-5)
+entry("rnn_scan_backward", vjp_of(lambda *a: _gru(*a)[0], wrt=(0, 2)), cat_inputs(_GRU_IN, normal(3, 2, 2)),
+      order=1, rtol=1e-4, atol=1e-5)
+entry("rnn_scan_backward_backward", vjp_of(vjp_of(lambda *a: _gru(*a)[0], wrt=(2,)), wrt=(4,)),
+      cat_inputs(_GRU_IN, normal(3, 2, 2), normal(6, 2)), order=0, rtol=1e-4, atol=1e-5)
+_MASK = np.array([[[True], [True]], [[True], [False]], [[False], [False]]])
+_lstm = lambda gi, h, c, w, b: run_layer("LSTM", gi, (h, c), w, b, dj.tensor(_MASK), True)  # noqa: E731
+_LSTM_IN = cat_inputs(normal(3, 2, 8), normal(2, 2), normal(2, 2), normal(8, 2), normal(8))
+entry("lstm_scan", lambda *a: (lambda r: (r[0], *r[1]))(_lstm(*a)), _LSTM_IN, rtol=1e-4, atol=1e-5)
+entry("lstm_scan_backward", vjp_of(lambda *a: _lstm(*a)[1][1], wrt=(0, 3)), cat_inputs(_LSTM_IN, normal(2, 2)),
+      order=1, rtol=1e-4, atol=1e-5)
+entry("lstm_scan_backward_backward", vjp_of(vjp_of(lambda *a: _lstm(*a)[0], wrt=(3,)), wrt=(5,)),
+      cat_inputs(_LSTM_IN, normal(3, 2, 2), normal(8, 2)), order=0, rtol=1e-4, atol=1e-5)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 
 from ... import ops as _ops  # noqa: F401
+from ..._bucketing import sequence_mask
 from ...ops.creation import empty, zeros
 from .. import functional as F
 from .. import init
 from .._ops import linear_nobias
+from .._rnn_scan import run_layer
 from ..parameter import Parameter
 from .module import Module
 
@@ -117,7 +119,6 @@ class RNNBase(Module):
     def _run(self, input, hx, lengths):
         from ... import stack, cat
         from ...ops.creation import tensor
-        from ...ops.elementwise import where
         batched = input.dim() == 3 or lengths is not None
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D instead")
@@ -129,8 +130,8 @@ class RNNBase(Module):
             x = x.transpose(0, 1)
         n = x.shape[1]
         import numpy as np
-        masks = None if lengths is None else [tensor((np.asarray(lengths) > t).reshape(-1, 1))
-                                              for t in range(x.shape[0])]
+        mask = sequence_mask(x.shape[0]) if lengths is None else tensor(
+            np.arange(x.shape[0]).reshape(-1, 1, 1) < np.asarray(lengths).reshape(1, -1, 1))
         D = 2 if self.bidirectional else 1
         is_lstm = self.mode == "LSTM"
         if hx is None:
@@ -139,26 +140,15 @@ class RNNBase(Module):
         elif not batched:
             hx = tuple(h.unsqueeze(1) for h in hx) if is_lstm else hx.unsqueeze(1)
         self._check_hidden(hx, n, D, is_lstm)
-        step = _STEPS[self.mode]
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(D):
                 k = layer * D + d
                 w_ih, w_hh, b_ih, b_hh = self._weights(f"_l{layer}" + ("_reverse" if d else ""))
-                gis = _proj(x, w_ih, b_ih).unbind(0)
                 state = (hx[0][k], hx[1][k]) if is_lstm else hx[k]
-                seq = []
-                for t in (range(len(gis) - 1, -1, -1) if d else range(len(gis))):
-                    new = step(gis[t], state, w_hh, b_hh)
-                    if masks is not None:
-                        new = (tuple(where(masks[t], a, b) for a, b in zip(new, state)) if is_lstm
-                               else where(masks[t], new, state))
-                    state = new
-                    seq.append(_hidden(state, self.mode))
-                if d:
-                    seq.reverse()
-                outs.append(stack(seq, 0))
+                ys, state = run_layer(self.mode, _proj(x, w_ih, b_ih), state, w_hh, b_hh, mask, d == 1)
+                outs.append(ys)
                 h_n.append(_hidden(state, self.mode))
                 if is_lstm:
                     c_n.append(state[1])

@@ -14,3 +14,5 @@ from .dataset import IterableDataset as IterableDataset
 from .dataset import Subset as Subset
 from .dataset import TensorDataset as TensorDataset
 from .dataset import random_split as random_split
+from .bucketing import BucketBatchSampler as BucketBatchSampler
+from .bucketing import pad_sequence as pad_sequence

@@ -1,0 +1,266 @@
+"""Variable sequence length: total wall time of a GRU language-model training run whose batches have
+lengths drawn uniformly from 10..50, compiles included, side by side in one process.
+
+Model: embedding 64, GRU hidden 128, vocab 100, batch 32, Linear to vocab, cross-entropy over every
+position (padded positions ignored), Adam. The same sequence of batches runs through:
+
+- dynajax.compile + buckets: ``nn.GRU`` (one fused scan op per layer), ``dynamic=`` pads the length to a
+  multiple of 16 (targets with ``ignore_index``): one executable per bucket;
+- dynajax.compile, no buckets: the same step, one executable per distinct length;
+- dynajax.compile, GRUCell loop: the step written as a Python loop over ``nn.GRUCell``, padded to
+  buckets; loop rolling compiles the time loop and its backward as two scans;
+- dynajax eager and PyTorch eager (``torch.nn.GRU``; default threads and one thread: on a loaded
+  machine PyTorch's thread pool can be many times slower than one thread, so both are shown and the
+  target compares with the faster);
+- hand-written JAX: ``jax.jit`` of value_and_grad of a Python-unrolled GRU step + Adam, retraced and
+  recompiled for every new length (what tracing a define-by-run step gives).
+
+Prints total seconds per contender, the number of executables and the time spent compiling, and the
+ratios the issue asks for. ``run()`` returns rows for benchmarks/run_all.py.
+
+    python benchmarks/variable_length.py [--steps 200] [--jax-steps N] [--skip cell]
+
+``--jax-steps N`` measures hand-written JAX on the first N steps only and extrapolates its total
+(printed as such).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compile_step import _adam_update, _uniform  # noqa: E402
+
+VOCAB, EMBED, HIDDEN, BATCH = 100, 64, 128, 32
+LO, HI = 10, 50
+BUCKET = 16
+LR = 1e-3
+IGNORE = -100
+
+
+def batches(steps: int, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        T = int(rng.integers(LO, HI + 1))
+        seq = rng.integers(0, VOCAB, (T + 1, BATCH))
+        out.append((seq[:-1].astype(np.int64), seq[1:].astype(np.int64)))
+    return out
+
+
+# ---------------------------------------------------------------- dynajax
+def dynajax_step(cell_loop: bool = False):
+    dj.manual_seed(0)
+    emb, head = nn.Embedding(VOCAB, EMBED), nn.Linear(HIDDEN, VOCAB)
+    rnn = nn.GRUCell(EMBED, HIDDEN) if cell_loop else nn.GRU(EMBED, HIDDEN)
+    params = [*emb.parameters(), *rnn.parameters(), *head.parameters()]
+    opt = dj.optim.Adam(params, lr=LR)
+
+    def step(tokens, targets):
+        opt.zero_grad()
+        x = emb(tokens)
+        if cell_loop:
+            h, hs = dj.zeros(BATCH, HIDDEN), []
+            for xt in x.unbind(0):
+                h = rnn(xt, h)
+                hs.append(h)
+            out = dj.stack(hs)
+        else:
+            out, _ = rnn(x)
+        loss = F.cross_entropy(head(out).reshape(-1, VOCAB), targets.reshape(-1), ignore_index=IGNORE)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def bucketed(step):
+    spec = {0: BUCKET}
+    return dj.compile(step, dynamic={"tokens": spec, "targets": spec}, pad={"targets": IGNORE})
+
+
+def time_dynajax(step, data) -> tuple:
+    losses = []
+    t0 = time.perf_counter()
+    for tok, tgt in data:
+        losses.append(step(dj.tensor(tok), dj.tensor(tgt)))
+    losses = [float(v) for v in losses]   # waits for the last step
+    return time.perf_counter() - t0, losses
+
+
+# ---------------------------------------------------------------- PyTorch
+def time_torch(data, threads: int | None = None) -> tuple:
+    import torch
+    default = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _time_torch(torch, data)
+    finally:
+        torch.set_num_threads(default)
+
+
+def _time_torch(torch, data) -> tuple:
+    torch.manual_seed(0)
+    emb, gru, head = torch.nn.Embedding(VOCAB, EMBED), torch.nn.GRU(EMBED, HIDDEN), torch.nn.Linear(HIDDEN, VOCAB)
+    params = [*emb.parameters(), *gru.parameters(), *head.parameters()]
+    opt = torch.optim.Adam(params, lr=LR)
+    losses = []
+    t0 = time.perf_counter()
+    for tok, tgt in data:
+        opt.zero_grad()
+        out, _ = gru(emb(torch.from_numpy(tok)))
+        loss = torch.nn.functional.cross_entropy(head(out).reshape(-1, VOCAB), torch.from_numpy(tgt).reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return time.perf_counter() - t0, losses
+
+
+# ---------------------------------------------------------------- hand-written JAX (unrolled)
+def jax_init():
+    ks = jax.random.split(jax.random.PRNGKey(0), 7)
+    return {"emb": jax.random.normal(ks[0], (VOCAB, EMBED)),
+            "w_ih": _uniform(ks[1], (EMBED, 3 * HIDDEN), HIDDEN), "w_hh": _uniform(ks[2], (HIDDEN, 3 * HIDDEN), HIDDEN),
+            "b_ih": _uniform(ks[3], (3 * HIDDEN,), HIDDEN), "b_hh": _uniform(ks[4], (3 * HIDDEN,), HIDDEN),
+            "hw": _uniform(ks[5], (HIDDEN, VOCAB), HIDDEN), "hb": _uniform(ks[6], (VOCAB,), HIDDEN)}
+
+
+def _jax_loss(p, tokens, targets):
+    x = p["emb"][tokens]
+    h = jnp.zeros((tokens.shape[1], HIDDEN))
+    hs = []
+    for t in range(tokens.shape[0]):   # a define-by-run step traced by jax.jit: the loop is unrolled
+        gi = x[t] @ p["w_ih"] + p["b_ih"]
+        gh = h @ p["w_hh"] + p["b_hh"]
+        ir, iz, in_ = jnp.split(gi, 3, -1)
+        hr, hz, hn = jnp.split(gh, 3, -1)
+        r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
+        h = (1 - z) * jnp.tanh(in_ + r * hn) + z * h
+        hs.append(h)
+    logits = jnp.stack(hs) @ p["hw"] + p["hb"]
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], -1))
+
+
+@jax.jit
+def _jax_step(state, tokens, targets):
+    params, m, v, t = state
+    loss, g = jax.value_and_grad(_jax_loss)(params, tokens, targets)
+    return loss, _adam_update(params, m, v, t, g, LR)
+
+
+def time_jax(data) -> tuple:
+    """(total seconds, losses, seconds of the steps with a new length, seconds of the other steps)."""
+    p = jax_init()
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
+    state = (p, zeros, zeros, 0)
+    losses, seen, new_s, old_s = [], set(), 0.0, 0.0
+    t0 = time.perf_counter()
+    for tok, tgt in data:
+        t = time.perf_counter()
+        loss, state = _jax_step(state, tok, tgt)
+        losses.append(float(loss))
+        if tok.shape[0] in seen:
+            old_s += time.perf_counter() - t
+        else:
+            new_s += time.perf_counter() - t
+            seen.add(tok.shape[0])
+    return time.perf_counter() - t0, losses, new_s, old_s
+
+
+# ---------------------------------------------------------------- driver
+def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
+    data = batches(steps)
+    lengths = [tok.shape[0] for tok, _ in data]
+    res = {"steps": steps, "distinct_lengths": len(set(lengths))}
+    variants = [("buckets", "dynajax_compiled_buckets", lambda: bucketed(dynajax_step())),
+                ("per_length", "dynajax_compiled_per_length", lambda: dj.compile(dynajax_step())),
+                ("cell", "dynajax_compiled_cell_loop", lambda: bucketed(dynajax_step(cell_loop=True))),
+                ("eager", "dynajax_eager", dynajax_step)]
+    for short, name, make in variants:
+        if short in skip:
+            continue
+        step = make()
+        secs, losses = time_dynajax(step, data)
+        st = getattr(step, "stats", None)
+        res[name] = {"seconds": secs, "first_loss": losses[0], "last_loss": losses[-1]}
+        if st is not None:
+            res[name].update(executables=st.compiles, compile_seconds=st.compile_time,
+                             capture_seconds=st.capture_time, rolled_loops=st.rolled_loops, bucket_hits=st.bucket_hits)
+    if "torch" not in skip:
+        for name, threads in (("torch_eager", None), ("torch_eager_1_thread", 1)):
+            secs, losses = time_torch(data, threads)
+            res[name] = {"seconds": secs, "first_loss": losses[0], "last_loss": losses[-1]}
+    if "jax" not in skip:
+        n = min(jax_steps or steps, steps)
+        secs, losses, new_s, old_s = time_jax(data[:n])
+        d_n, d_all = len(set(lengths[:n])), len(set(lengths))
+        # extrapolation: each new length costs what a new length cost here (trace + compile + run),
+        # every other step what a repeated one did
+        est = secs if n == steps else (new_s / d_n * d_all + old_s / max(n - d_n, 1) * (steps - d_all))
+        res["jax_unrolled"] = {"seconds": est, "measured_steps": n, "measured_seconds": secs,
+                               "executables": d_all, "first_loss": losses[0]}
+    return res
+
+
+def report(res: dict) -> None:
+    print(f"GRU LM (vocab {VOCAB}, embedding {EMBED}, hidden {HIDDEN}, batch {BATCH}), {res['steps']} steps, "
+          f"lengths uniform in {LO}..{HI} ({res['distinct_lengths']} distinct), total wall time incl. compiles")
+    for name in ("dynajax_compiled_buckets", "dynajax_compiled_per_length", "dynajax_compiled_cell_loop",
+                 "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_unrolled"):
+        r = res.get(name)
+        if r is None:
+            continue
+        extra = ""
+        if "compile_seconds" in r:
+            extra = (f"  ({r['executables']} executables, {r['compile_seconds']:.1f} s compiling, "
+                     f"{r['capture_seconds']:.1f} s capturing, {r['rolled_loops']} rolled loops, "
+                     f"{r['bucket_hits']} bucket hits)")
+        if name == "jax_unrolled":
+            extra = f"  ({r['executables']} executables)"
+            if r["measured_steps"] != res["steps"]:
+                extra += (f"  EXTRAPOLATED from {r['measured_seconds']:.1f} s measured on the first "
+                          f"{r['measured_steps']} steps (per new length and per repeated length)")
+        print(f"  {name:30s} {r['seconds']:8.1f} s{extra}")
+    c, j = (res.get(k, {}).get("seconds") for k in ("dynajax_compiled_buckets", "jax_unrolled"))
+    ts = [res[k]["seconds"] for k in ("torch_eager", "torch_eager_1_thread") if k in res]
+    if c and ts:
+        print(f"  dynajax compiled (buckets) / PyTorch eager (its faster thread setting): {c / min(ts):.2f}x  "
+              "(target < 1)")
+    if c and j:
+        print(f"  unrolled jax.jit / dynajax compiled (buckets): {j / c:.1f}x  (target >= 10)")
+
+
+def run(steps: int = 200, jax_steps: int | None = None) -> list[dict]:
+    """Rows for run_all.py: total seconds of the variable-length run."""
+    res = measure(steps, jax_steps)
+    report(res)
+    row = {"workload": f"GRU LM, {steps} steps, lengths {LO}..{HI} (total s, compiles incl.)", "unit": "s"}
+    for k in ("dynajax_compiled_buckets", "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_unrolled"):
+        if k in res:
+            row[k] = res[k]["seconds"]
+    return [row]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--jax-steps", type=int, default=None)
+    ap.add_argument("--skip", nargs="*", default=(),
+                    choices=["buckets", "per_length", "cell", "eager", "torch", "jax"])
+    a = ap.parse_args()
+    report(measure(a.steps, a.jax_steps, tuple(a.skip)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Shape bucketing for ``dynajax.compile(step, dynamic=...)``: a varying dimension of a step's tensor
+arguments is padded up to the next of a few declared sizes, so every size in a bucket runs the same
+executable (and compiles once).
+
+``dynamic={"tokens": {1: [16, 32, 64]}, "targets": {1: 16}}`` pads dim 1 of argument ``tokens`` to
+16, 32 or 64 (sizes past the last bucket: to a multiple of it) and dim 1 of ``targets`` to a multiple
+of 16; ``pad={"targets": -100}`` pads with a value (default 0), e.g. a loss's ``ignore_index``, so
+padded positions add nothing to the loss nor to any gradient.
+
+Where padding would change results the library masks it: recurrent layers (``nn.RNN``/``LSTM``/
+``GRU``) running over a padded length keep their state past the true length, so ``h_n`` is the
+state at the end of the real sequence; tensors the step returns are sliced back along every dim whose
+size is a padded size. Reductions, softmax or Python loops over a padded dim written in the step
+itself see the padding: pad such an argument with a neutral value (``ignore_index`` for a loss), or
+mask it in the step. The recurrent layers recognise a padded sequence by its length: one whose length
+equals a padded size of the call (say a time length that happens to equal a padded batch size) is masked
+as if it were padded too.
+"""
+from __future__ import annotations
+
+import inspect
+import threading
+
+import jax
+import numpy as np
+
+from ._tensor import Tensor, _make
+
+_state = threading.local()
+
+
+def bucket(n: int, sizes) -> int:
+    """The padded size of ``n``: the smallest bucket >= n (an int bucket: the next multiple of it);
+    past the largest bucket, the next multiple of the largest."""
+    if isinstance(sizes, int):
+        return -(-n // sizes) * sizes
+    for s in sizes:
+        if s >= n:
+            return s
+    top = sizes[-1]
+    return -(-n // top) * top
+
+
+def check_spec(fn, dynamic: dict, pad: dict) -> tuple:
+    """Validate ``dynamic``/``pad`` against ``fn``'s signature; returns (signature, {name: {dim: sizes}})."""
+    sig = inspect.signature(fn)
+    spec = {}
+    for name, dims in dynamic.items():
+        if name not in sig.parameters:
+            raise TypeError(f"dynajax.compile: dynamic names argument {name!r}, which "
+                            f"{getattr(fn, '__name__', 'the step')}{sig} does not take")
+        if not isinstance(dims, dict) or not dims:
+            raise TypeError(f"dynajax.compile: dynamic[{name!r}] should map dims to buckets, e.g. {{0: [16, 32]}}, "
+                            f"got {dims!r}")
+        spec[name] = {}
+        for d, sizes in dims.items():
+            ok = (isinstance(sizes, int) and sizes > 0) or (
+                isinstance(sizes, (list, tuple)) and sizes and all(isinstance(s, int) and s > 0 for s in sizes))
+            if not isinstance(d, int) or not ok:
+                raise TypeError(f"dynajax.compile: dynamic[{name!r}][{d!r}] should be a positive int (pad to a "
+                                f"multiple) or a list of positive ints (bucket sizes), got {sizes!r}")
+            spec[name][d] = sizes if isinstance(sizes, int) else tuple(sorted(sizes))
+    for name in pad:
+        if name not in spec:
+            raise TypeError(f"dynajax.compile: pad names argument {name!r}, which dynamic does not declare")
+    return sig, spec
+
+
+def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
+    """Arguments with every declared dim padded, and {padded size: true size} of the declared dims."""
+    bound = sig.bind(*args, **kwargs)
+    grown: dict = {}
+    for name, dims in spec.items():
+        t = bound.arguments.get(name)
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise TypeError(f"dynajax.compile: dynamic argument {name!r} must be a Tensor, got {type(t).__name__}")
+        if t.requires_grad:
+            raise RuntimeError(f"dynajax.compile: dynamic argument {name!r} requires grad; only data (tensors "
+                               "that do not require grad) can be padded to a bucket")
+        shape = tuple(t.shape)
+        widths = [(0, 0)] * len(shape)
+        for d, sizes in dims.items():
+            if not -len(shape) <= d < len(shape):
+                raise IndexError(f"dynajax.compile: dynamic[{name!r}] declares dim {d}, but {name!r} has shape "
+                                 f"{list(shape)}")
+            d %= len(shape)
+            n = shape[d]
+            b = bucket(n, sizes)
+            widths[d] = (0, b - n)
+            grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
+        if any(w != (0, 0) for w in widths):
+            v = np.asarray(t.detach()._value)  # numpy: jnp.pad would compile a kernel for every new length
+            padded = np.pad(v, widths, constant_values=np.array(pad.get(name, 0), v.dtype))
+            bound.arguments[name] = _make(jax.device_put(padded, next(iter(t._value.devices()))))
+    return bound.args, bound.kwargs, grown
+
+
+def sequence_mask(length: int):
+    """While a bucketed step runs: a (length, 1, 1) bool tensor, True at the real steps of a sequence
+    padded to ``length``; None when ``length`` is no padded size of this call."""
+    grown = getattr(_state, "grown", None)
+    n = grown.get(length) if grown else None
+    if n is None:
+        return None
+    from .ops.creation import tensor
+    return tensor((np.arange(length) < n).reshape(length, 1, 1))
+
+
+class active:
+    """Context: the padded sizes of the current call, seen by :func:`sequence_mask`."""
+
+    def __init__(self, grown: dict) -> None:
+        self.grown = grown
+
+    def __enter__(self):
+        self.prev = getattr(_state, "grown", None)
+        _state.grown = self.grown
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.grown = self.prev
+
+
+def unpad(result, grown: dict):
+    """Returned tensors sliced back along every dim whose size is a padded size."""
+    if not grown:
+        return result
+
+    def cut(t):
+        if not isinstance(t, Tensor):
+            return t
+        idx = tuple(slice(0, grown[s]) if s in grown else slice(None) for s in t.shape)
+        return t[idx] if any(grown.get(s, s) != s for s in t.shape) else t
+    return jax.tree_util.tree_map(cut, result, is_leaf=lambda a: isinstance(a, Tensor))

@@ -1,0 +1,329 @@
+"""Loop rolling for ``dynajax.compile``: a run of structurally identical pieces of a recorded step
+(an RNN's time steps, their backward, a stack of identical layers, the optimizer's update of their
+parameters) becomes one ``jax.lax.scan`` instead of being unrolled.
+
+The recording is a flat list of eqns. A *run* is ``k`` consecutive segments of ``p`` eqns whose ops,
+static params and input shapes repeat (found by comparing each eqn's signature with the one ``p``
+later), and whose dataflow repeats too. Each input of a segment's eqn is then
+
+* internal: a value computed earlier in the same segment (the same position in every segment);
+* carry: in segment 0 a value from before the run, in segment m the value the same position of
+  segment m-1 computed (the hidden state, a gradient accumulator);
+* constant: the same value from before the run in every segment (a shared weight);
+* per-iteration: a different value from before the run in every segment (the step's input, a
+  layer's own weight, an activation saved by the forward loop), stacked into the scan's ``xs``.
+
+Values of the run used after it are the final carries or rows of stacked per-iteration outputs.
+Stacks whose rows are consecutive slices of one array (``x.unbind(0)``) or consecutive rows of an
+earlier loop's outputs (the backward loop reading the forward loop's activations in reverse) are
+taken from that array directly, so no per-step op is left in the graph.
+
+XLA then compiles the body once, so compile time no longer grows with the trip count. Results are
+those of the unrolled graph (the same ops in the same order).
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._capture import _SHAPES
+
+MIN_TRIPS = 4      # shorter repetitions stay unrolled
+MIN_EQNS = 24      # so do runs covering fewer eqns (a few repeated elementwise ops are not a loop)
+WORK_BUDGET = 16   # rejected candidates may visit this many times the graph's eqns, then rolling stops
+_FULL = (None, None, None)
+
+
+class Loop:
+    """A rolled run: ``k`` iterations of the ``p`` eqns starting at ``start``."""
+
+    __slots__ = ("start", "p", "k", "body", "carry", "consts", "groups", "ys")
+
+    def __repr__(self) -> str:
+        return f"<rolled loop: {self.k} x {self.p} ops>"
+
+
+def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, nvars: int, outs) -> tuple:
+    """The eqns with every rollable run replaced by a scan eqn; returns ``(eqns, nvars, loops)``."""
+    sigs = _signatures(eqns, keys, in_vars, in_avals, scalars)
+    if sigs is None or len(eqns) < MIN_TRIPS * 2:
+        return eqns, nvars, []
+    prod = {}
+    for i, (_, _, _, ovars) in enumerate(eqns):
+        for o, v in enumerate(ovars):
+            prod[v] = (i, o)
+    last_use = {}
+    for i, (_, _, refs, _) in enumerate(eqns):
+        for r in refs:
+            if type(r) is int and r >= 0:
+                last_use[r] = i
+    live_out = set(outs)
+    loops, taken = [], np.zeros(len(eqns), bool)
+    budget = WORK_BUDGET * len(eqns)   # eqns visited by rejected candidates, at most
+    for _, p, s, k in _candidates(sigs):
+        for shift in range(min(p, 4)):  # a run found at a rotation its dataflow rejects: try the next few
+            st, kk = s + shift, (k * p - shift) // p
+            if kk < MIN_TRIPS or kk * p < MIN_EQNS or taken[st:st + kk * p].any() or budget <= 0:
+                break
+            lp = _verify(eqns, prod, last_use, live_out, st, p, kk)
+            budget -= 0 if lp is not None else kk * p
+            if lp is not None:
+                taken[st:st + kk * p] = True
+                loops.append(lp)
+                break
+    if not loops:
+        return eqns, nvars, []
+    new, nvars = _emit(eqns, _unbound_slices(eqns, keys), sorted(loops, key=lambda lp: lp.start), nvars)
+    return _prune(new, outs), nvars, loops
+
+
+# ---------------------------------------------------------------- finding runs
+def _signatures(eqns, keys, in_vars, in_avals, scalars):
+    """One int per eqn: equal for eqns with the same op, static params and input shapes/dtypes."""
+    av = dict(zip(in_vars, in_avals))
+    ids: dict = {}
+    out = []
+    for (fn, _, refs, ovars), (key_fn, pkey, _) in zip(eqns, keys):
+        a = tuple((av[r] if r >= 0 else type(scalars[-r - 1])) if type(r) is int else r for r in refs)
+        hit = _SHAPES.get((fn, pkey, a))
+        if hit is None:
+            return None
+        for v, sd in zip(ovars, hit[1]):
+            av[v] = sd
+        out.append(ids.setdefault((key_fn, pkey, a), len(ids)))
+    return np.asarray(out, np.int64)
+
+
+def _candidates(sigs) -> list:
+    """(eqns covered, period p, start, repetitions k) of every maximal periodic stretch, best first."""
+    n = len(sigs)
+    cands = []
+    for p in range(1, n // MIN_TRIPS + 1):
+        eq = sigs[:-p] == sigs[p:]
+        if not eq.any():
+            continue
+        d = np.diff(np.concatenate(([0], eq.view(np.int8), [0])))
+        starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+        k = (ends - starts + p) // p
+        for s, kk in zip(starts[k >= MIN_TRIPS], k[k >= MIN_TRIPS]):
+            if kk * p >= MIN_EQNS:
+                cands.append((int(kk * p), p, int(s), int(kk)))
+    cands.sort(key=lambda c: (-c[0], c[1]))
+    return cands
+
+
+def _verify(eqns, prod, last_use, live_out, s, p, k):
+    """The :class:`Loop` of ``k`` segments of ``p`` eqns from ``s`` if their dataflow repeats, else None."""
+    end = s + k * p
+    carry: dict = {}      # (j, o) -> initial value (a ref from before the run)
+    consts: dict = {}     # ref -> index
+    groups: dict = {}     # tuple of k refs -> index
+    body = []
+    for j in range(p):
+        fn, params, refs0, ovars = eqns[s + j]
+        spec = []
+        for a, r0 in enumerate(refs0):
+            if type(r0) is not int:
+                spec.append(("lit", r0[1]))
+                continue
+            rs = [eqns[s + m * p + j][2][a] for m in range(k)]
+            kinds = [_where(prod, r, s, p, m) for m, r in enumerate(rs)]
+            if kinds[0] is None:
+                return None
+            if kinds[0][0] == "in":
+                if any(kd != kinds[0] for kd in kinds):
+                    return None
+                spec.append(("int", kinds[0][1]))
+            elif all(kd == ("out",) for kd in kinds):
+                if all(r == r0 for r in rs):
+                    spec.append(("const", consts.setdefault(r0, len(consts))))
+                else:
+                    spec.append(("xs", groups.setdefault(tuple(rs), len(groups))))
+            else:
+                rel = kinds[1][1] if kinds[1] is not None and kinds[1][0] == "prev" else None
+                if rel is None or any(kd != ("prev", rel) for kd in kinds[1:]):
+                    return None
+                if carry.setdefault(rel, r0) != r0:
+                    return None
+                spec.append(("carry", rel))
+        body.append((fn, params, tuple(spec), len(ovars)))
+    ys = {}
+    for m in range(k):
+        for j in range(p):
+            for o, v in enumerate(eqns[s + m * p + j][3]):
+                if v in live_out or last_use.get(v, -1) >= end:
+                    if m == k - 1 and (j, o) in carry:
+                        continue
+                    ys.setdefault((j, o), []).append((m, v))
+    lp = Loop()
+    lp.start, lp.p, lp.k, lp.body = s, p, k, body
+    lp.carry = list(carry.items())
+    lp.consts = list(consts)
+    lp.groups = list(groups)
+    lp.ys = list(ys.items())
+    return lp
+
+
+def _where(prod, r, s, p, m):
+    """Where ref ``r`` of segment ``m`` comes from: ("out",) before the run, ("in", rel) this segment,
+    ("prev", rel) the previous one, None elsewhere."""
+    if r < 0:
+        return ("out",)
+    e = prod.get(r)
+    if e is None or e[0] < s:
+        return ("out",)
+    seg, j = divmod(e[0] - s, p)
+    if seg == m:
+        return ("in", (j, e[1]))
+    if seg == m - 1:
+        return ("prev", (j, e[1]))
+    return None
+
+
+# ---------------------------------------------------------------- emitting
+def _emit(eqns, unbound, loops, nvars):
+    """The eqn list with each loop's eqns replaced by (stacks of per-iteration inputs, the scan eqn,
+    rows of its stacked outputs that later eqns read)."""
+    rows: dict = {}    # var -> (stacked var, row, length, 0): a value of a rolled run, now a row of a scan output
+    new, i, li = [], 0, 0
+    while i < len(eqns):
+        if li < len(loops) and loops[li].start == i:
+            lp = loops[li]
+            li += 1
+            xs = []
+            for g in lp.groups:
+                var, nvars = _stacked(g, rows, unbound, new, nvars)
+                xs.append(var)
+            ys_vars = list(range(nvars, nvars + len(lp.ys)))
+            nvars += len(lp.ys)
+            carry_out = []
+            last = lp.start + (lp.k - 1) * lp.p
+            for (j, o), _ in lp.carry:
+                carry_out.append(eqns[last + j][3][o])
+            refs = tuple([init for _, init in lp.carry] + lp.consts + xs)
+            fn = functools.partial(_run_loop, body=tuple(lp.body), carry=tuple(rel for rel, _ in lp.carry),
+                                   ncarry=len(lp.carry), nconst=len(lp.consts), ys=tuple(rel for rel, _ in lp.ys),
+                                   length=lp.k)
+            fn.rolled = lp
+            new.append((fn, {}, refs, tuple(carry_out + ys_vars)))
+            for yv, (_, members) in zip(ys_vars, lp.ys):
+                for m, v in members:
+                    rows[v] = (yv, m, lp.k, 0)
+                    new.append((_row, {"m": m}, (yv,), (v,)))  # pruned unless something reads it as a value
+            i = lp.start + lp.k * lp.p
+            continue
+        new.append(eqns[i])
+        i += 1
+    return new, nvars
+
+
+def _stacked(group, rows, unbound, new, nvars):
+    """A var holding ``stack(group)``: a slice of the array the rows come from when they are consecutive."""
+    k = len(group)
+    src = _progression([rows.get(r) for r in group], k)
+    if src is None:
+        src = _progression([unbound.get(r) for r in group], k)
+    if src is not None:
+        (var, axis, start, step, _) = src
+        new.append((_take, {"axis": axis, "start": start, "step": step, "length": k}, (var,), (nvars,)))
+        return nvars, nvars + 1
+    new.append((_stack, {}, tuple(group), (nvars,)))
+    return nvars, nvars + 1
+
+
+def _progression(items, k):
+    """(source var, axis, start, step ±1, size) if ``items`` are rows start, start+step, ... of one source."""
+    if any(it is None for it in items):
+        return None
+    var, m0, size, axis = items[0]
+    step = items[1][1] - m0
+    if step not in (1, -1):
+        return None
+    for i, it in enumerate(items):
+        if it[0] != var or it[1] != m0 + i * step or it[3] != axis:
+            return None
+    return var, axis, m0, step, size
+
+
+def _unbound_slices(eqns, keys) -> dict:
+    """var -> (source var, index, size, axis) for each ``source.select(axis, index)`` (``unbind``'s pieces)."""
+    found = {}
+    for (_, params, refs, ovars), (key_fn, _, _) in zip(eqns, keys):
+        if getattr(key_fn, "name", None) != "slice" or params.get("dims") != () or type(refs[0]) is not int:
+            continue
+        basic, shape = params.get("basic", ()), params.get("in_shape")
+        if not basic or shape is None or type(basic[-1]) is not int or any(b != _FULL for b in basic[:-1]):
+            continue
+        axis = len(basic) - 1
+        found[ovars[0]] = (refs[0], basic[-1], shape[axis], axis)
+    return found
+
+
+def _prune(eqns, outs):
+    """Drop eqns whose results nothing reads."""
+    live = set(outs)
+    keep = []
+    for e in reversed(eqns):
+        if any(v in live for v in e[3]):
+            keep.append(e)
+            live.update(r for r in e[2] if type(r) is int and r >= 0)
+    keep.reverse()
+    return keep
+
+
+# ---------------------------------------------------------------- running
+def _run_loop(*vals, body, carry, ncarry, nconst, ys, length):
+    """The scan of a rolled run: ``vals`` = initial carries, constants, stacked per-iteration inputs."""
+    init, consts, xs = vals[:ncarry], vals[ncarry:ncarry + nconst], vals[ncarry + nconst:]
+
+    def step(c, x):
+        env = {}
+        for j, (fn, params, spec, nout) in enumerate(body):
+            args = []
+            for kind, a in spec:
+                if kind == "int":
+                    args.append(env[a])
+                elif kind == "carry":
+                    args.append(c[carry.index(a)])
+                elif kind == "const":
+                    args.append(consts[a])
+                elif kind == "xs":
+                    args.append(x[a])
+                else:
+                    args.append(a)
+            res = fn(*args, **params)
+            if nout == 1 and not isinstance(res, (tuple, list)):
+                env[(j, 0)] = res
+            else:
+                for o, r in enumerate(res):
+                    env[(j, o)] = r
+        return tuple(env[rel] for rel in carry), tuple(env[rel] for rel in ys)
+
+    try:
+        final, stacked = jax.lax.scan(step, tuple(init), tuple(xs), length=length)
+    except TypeError:  # a carry whose type the body changes (a weakly typed Python-float start): unroll
+        final, rows = tuple(init), []
+        for i in range(length):
+            final, y = step(final, tuple(x[i] for x in xs))
+            rows.append(y)
+        stacked = tuple(jnp.stack([r[i] for r in rows]) for i in range(len(ys)))
+    return tuple(final) + tuple(stacked)
+
+
+def _row(y, *, m):
+    return y[m]
+
+
+def _stack(*xs):
+    return jnp.stack(xs)
+
+
+def _take(x, *, axis, start, step, length):
+    if step == 1:
+        r = jax.lax.slice_in_dim(x, start, start + length, axis=axis)
+    else:
+        r = jnp.flip(jax.lax.slice_in_dim(x, start - length + 1, start + 1, axis=axis), axis)
+    return jnp.moveaxis(r, axis, 0) if axis else r

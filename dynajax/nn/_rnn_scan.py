@@ -1,0 +1,145 @@
+"""One fused op per recurrent layer and direction: the whole time loop of an
+``RNN``/``LSTM``/``GRU`` as a single ``jax.lax.scan``.
+
+Recording one op instead of a dozen per time step makes eager dispatch, the
+native tape and ``dynajax.compile``'s capture cost independent of the sequence
+length, and gives XLA one loop to compile instead of an unrolled graph.
+
+The input projection ``x W_ih^T + b_ih`` of all steps is computed outside the
+op (one large matmul); the op runs the recurrence on it. Its backward is an op
+computing ``jax.vjp`` of the forward (a reverse scan), and that op's backward
+is again an op of the same kind, so second derivatives work.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ..ops.registry import apply, op
+
+_ACT = {"RNN_TANH": jnp.tanh, "RNN_RELU": jax.nn.relu}
+
+
+def _cell(mode, gi, h, c, w_hh, b_hh):
+    """One step on arrays: (h', c') (c is None except for LSTM)."""
+    gh = jnp.matmul(h, w_hh.T)
+    if b_hh is not None:
+        gh = gh + b_hh
+    return _gates(mode, gi, gh, h, c)
+
+
+def _gates(mode, gi, gh, h, c):
+    """The elementwise part of a step, given both projections ``gi`` and ``gh = h W_hh^T + b_hh``."""
+    if mode == "GRU":
+        ir, iz, in_ = jnp.split(gi, 3, -1)
+        hr, hz, hn = jnp.split(gh, 3, -1)
+        r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
+        n = jnp.tanh(in_ + r * hn)
+        return (1 - z) * n + z * h, None
+    if mode == "LSTM":
+        i, f, g, o = jnp.split(gi + gh, 4, -1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return jax.nn.sigmoid(o) * jnp.tanh(c), c
+    return _ACT[mode](gi + gh), None
+
+
+def _scan(mode, reverse, has_mask, *args):
+    """Inputs ``gi, h0, [c0], w_hh, b_hh, [mask]`` -> ``ys, h_n, [c_n]``; a masked step (mask False for
+    a batch row) keeps that row's state, as a packed sequence past its end."""
+    it = iter(args)
+    gi, h0 = next(it), next(it)
+    c0 = next(it) if mode == "LSTM" else None
+    w_hh, b_hh = next(it), next(it)
+    mask = next(it) if has_mask else None
+
+    def body(carry, xs):
+        h, c = carry
+        g_t, m_t = xs
+        h2, c2 = _cell(mode, g_t, h, c, w_hh, b_hh)
+        if m_t is not None:
+            h2 = jnp.where(m_t, h2, h)
+            c2 = None if c is None else jnp.where(m_t, c2, c)
+        return (h2, c2), h2
+
+    (h, c), ys = jax.lax.scan(body, (h0, c0), (gi, mask), reverse=reverse)
+    return (ys, h, c) if mode == "LSTM" else (ys, h)
+
+
+def _vjp_chain(name: str, f, nout: int, ndiff: int, depth: int):
+    """Register op ``name`` running ``f(*args, **params)`` (``nout`` outputs; its first ``ndiff`` arguments
+    differentiable, the rest not), whose rule is the op ``name_backward``: ``jax.vjp`` of this one, declared
+    the same way down to ``depth`` levels (the last one has no rule)."""
+    fwd = op(name, nout=nout)(f)
+    if depth == 0:
+        return fwd
+
+    def bwd_impl(*args, inner):
+        cts, prim = args[:nout], args[nout:]
+        diff, rest = prim[:ndiff], prim[ndiff:]
+        _, vjp = jax.vjp(lambda *d: f(*d, *rest, **dict(inner)), *diff)
+        return tuple(vjp(tuple(cts) if nout > 1 else cts[0]))
+
+    bwd = _vjp_chain(name + "_backward", bwd_impl, ndiff, nout + ndiff, depth - 1)
+
+    def rule(g, out, *args, **params):
+        gs = tuple(g) if isinstance(g, tuple) else (g,)
+        res = apply(bwd, *gs, *args, inner=tuple(sorted(params.items())))
+        return tuple(res) + (None,) * (len(args) - ndiff)
+    fwd.defvjp(rule)
+    return fwd
+
+
+def _rnn_impl(*args, mode, reverse, has_mask):
+    return _scan(mode, reverse, has_mask, *args)
+
+
+def _rnn_backward_impl(g_ys, g_h, gi, h0, w_hh, b_hh, ys, *mask, mode, reverse, has_mask):
+    """Cotangents of ``gi, h0, w_hh, b_hh`` of an RNN/GRU scan, from its outputs ``ys``: the states before
+    each step are known, so ``h W_hh^T`` of all steps is one matmul, the reverse scan carries only
+    ``dh`` (one ``(B, G) x (G, H)`` matmul per step) and ``dW_hh`` is one matmul after it."""
+    m = mask[0] if has_mask else None
+    hprev = jnp.concatenate([ys[1:], h0[None]]) if reverse else jnp.concatenate([h0[None], ys[:-1]])
+    gh = jnp.matmul(hprev, w_hh.T) + b_hh
+
+    def body(dh, xs):
+        gi_t, gh_t, hp_t, gy_t, m_t = xs
+
+        def f(a, b, hp):
+            h2, _ = _gates(mode, a, b, hp, None)
+            return h2 if m_t is None else jnp.where(m_t, h2, hp)
+        _, vjp = jax.vjp(f, gi_t, gh_t, hp_t)
+        dgi, dgh, dhp = vjp(dh + gy_t)
+        return dhp + jnp.matmul(dgh, w_hh), (dgi, dgh)
+
+    dh0, (dgi, dgh) = jax.lax.scan(body, g_h, (gi, gh, hprev, g_ys, m), reverse=not reverse)
+    return dgi, dh0, jnp.einsum("tbg,tbh->gh", dgh, hprev), dgh.sum((0, 1))
+
+
+# its inputs g_ys, g_h, gi, h0, w_hh, b_hh, ys are differentiable (second order: jax.vjp of it)
+_rnn_backward = _vjp_chain("rnn_scan_backward", _rnn_backward_impl, 4, 7, 1)
+
+
+def _rnn_rule(g, out, *args, **params):
+    gs = apply(_rnn_backward, g[0], g[1], *args[:4], out[0], *args[4:], **params)
+    return tuple(gs) + (None,) * (len(args) - 4)
+
+
+rnn_scan = op("rnn_scan", nout=2)(_rnn_impl)
+rnn_scan.defvjp(_rnn_rule)
+# LSTM's backward needs the cell state before each step, which is no output: jax.vjp of the scan
+# differentiable inputs: gi, h0, c0, w_hh, b_hh; then the optional mask
+lstm_scan = _vjp_chain("lstm_scan", _rnn_impl, 3, 5, 2)
+
+
+def run_layer(mode: str, gi, state, w_hh, b_hh, mask, reverse: bool):
+    """The recurrence of one layer and direction over the projected inputs ``gi`` (T, B, G*H):
+    returns ``(ys, state_n)`` with ``state`` ``h`` or ``(h, c)``; ``b_hh`` None: no bias."""
+    if b_hh is None:
+        from ..ops.creation import zeros
+        b_hh = zeros(w_hh.shape[0], dtype=w_hh.dtype)
+    args = [gi, *(state if mode == "LSTM" else (state,)), w_hh, b_hh]
+    if mask is not None:
+        args.append(mask)
+    o = lstm_scan if mode == "LSTM" else rnn_scan
+    res = apply(o, *args, mode=mode, reverse=bool(reverse), has_mask=mask is not None)
+    return (res[0], (res[1], res[2])) if mode == "LSTM" else (res[0], res[1])

@@ -1,0 +1,217 @@
+"""Loop rolling and shape bucketing in ``dynajax.compile``: rolled loops (lax.scan) give the values and
+gradients of the eager step, compile a graph whose size does not grow with the trip count, and bucketed
+steps run one executable per bucket."""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+from dynajax.utils.data import BucketBatchSampler, pad_sequence
+from helpers import assert_close
+
+
+def _grads(model):
+    return [p.grad.numpy().copy() for p in model.parameters()]
+
+
+def _cell_loop_step(cell, head):
+    def step(x):
+        for p in (*cell.parameters(), *head.parameters()):
+            p.grad = None
+        h = dj.zeros(x.shape[1], cell.hidden_size)
+        for xt in x.unbind(0):
+            h = cell(xt, h)
+        loss = head(h).pow(2).mean()
+        loss.backward()
+        return loss
+    return step
+
+
+def test_gru_cell_loop_rolled_equals_eager_and_graph_does_not_grow():
+    dj.manual_seed(0)
+    cell, head = nn.GRUCell(3, 5), nn.Linear(5, 2)
+    step = _cell_loop_step(cell, head)
+    compiled = dj.compile(step)
+    sizes = []
+    for T in (6, 12):
+        x = dj.randn(T, 2, 3)
+        want = step(x)
+        g_want = _grads(cell) + _grads(head)
+        got = compiled(x)
+        assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for a, b in zip(_grads(cell) + _grads(head), g_want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+        trips = sorted(lp.k for lp in compiled.last_loops)
+        assert trips == [T - 2, T], trips      # backward (first and last steps differ) and forward
+        sizes.append(compiled.stats.compiled_ops)
+    assert compiled.stats.rolled_loops == 4 and compiled.stats.compiles == 2
+    assert sizes[0] == sizes[1] < 150, sizes   # ~70 ops per step unrolled; the rolled graph is the same
+
+
+def test_rolling_can_be_switched_off():
+    dj.manual_seed(0)
+    cell, head = nn.GRUCell(3, 5), nn.Linear(5, 2)
+    compiled = dj.compile(_cell_loop_step(cell, head), roll=False)
+    compiled(dj.randn(6, 2, 3))
+    assert compiled.stats.rolled_loops == 0 and compiled.stats.compiled_ops == compiled.stats.recorded_ops
+
+
+def test_24_identical_blocks_compile_as_a_scan_and_match_eager():
+    dj.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(24)]
+    model = nn.Sequential(nn.Linear(4, 8), *blocks, nn.Linear(8, 1))
+    twin = copy.deepcopy(model)
+    opts = [dj.optim.SGD(m.parameters(), lr=0.1) for m in (model, twin)]
+
+    def make(m, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    compiled = dj.compile(make(model, opts[0]))
+    eager = make(twin, opts[1])
+    for _ in range(2):
+        x, y = dj.randn(5, 4), dj.randn(5, 1)
+        assert_close(compiled(x, y), eager(x, y), rtol=1e-5, atol=1e-6)
+    for a, b in zip(model.parameters(), twin.parameters()):
+        assert_close(a, b, rtol=1e-5, atol=1e-6)
+    trips = sorted(lp.k for lp in compiled.last_loops)
+    assert compiled.stats.compiles == 1
+    assert trips.count(24) >= 2, trips   # the forward and the backward through the blocks (and SGD's update)
+    assert compiled.stats.compiled_ops < compiled.stats.recorded_ops / 2
+
+
+def test_nn_gru_records_one_op_per_layer_whatever_the_length():
+    dj.manual_seed(0)
+    gru = nn.GRU(3, 4, num_layers=2)
+    counts = []
+
+    @dj.compile
+    def step(x):
+        gru.zero_grad()
+        out, h = gru(x)
+        (out.sum() + h.sum()).backward()
+        return h
+    for T in (3, 9):
+        step(dj.randn(T, 2, 3))
+        counts.append(step.stats.recorded_ops)
+    assert counts[0] == counts[1], counts
+
+
+def _to_torch(*mods):
+    out = []
+    for m in mods:
+        t = getattr(torch.nn, type(m).__name__)(*_ctor_args(m))
+        t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
+        out.append(t)
+    return out
+
+
+def _ctor_args(m):
+    if isinstance(m, nn.Embedding):
+        return m.num_embeddings, m.embedding_dim
+    if isinstance(m, nn.Linear):
+        return m.in_features, m.out_features
+    return m.input_size, m.hidden_size
+
+
+def test_bucketed_gru_cell_language_model_lengths_10_to_50():
+    dj.manual_seed(1)
+    emb, cell, head = nn.Embedding(7, 4), nn.GRUCell(4, 6), nn.Linear(6, 7)
+    params = [*emb.parameters(), *cell.parameters(), *head.parameters()]
+    t_emb, t_cell, t_head = _to_torch(emb, cell, head)
+    t_params = [*t_emb.parameters(), *t_cell.parameters(), *t_head.parameters()]
+
+    def step(tokens, targets, emb=emb, cell=cell, head=head, params=params, lib=dj, ce=F.cross_entropy):
+        for p in params:
+            p.grad = None
+        h = lib.zeros(tokens.shape[1], 6)
+        logits = []
+        for xt in emb(tokens).unbind(0):
+            h = cell(xt, h)
+            logits.append(head(h))
+        loss = ce(lib.stack(logits).reshape(-1, 7), targets.reshape(-1), ignore_index=-100)
+        loss.backward()
+        return loss
+
+    buckets = [16, 32, 64]
+    compiled = dj.compile(step, dynamic={"tokens": {0: buckets}, "targets": {0: buckets}}, pad={"targets": -100})
+    rng = np.random.default_rng(0)
+    for T in range(10, 51):   # the oracle is PyTorch eager (dynajax eager would jit its ops for 41 new shapes)
+        seq = rng.integers(0, 7, (T + 1, 2))
+        want = step(torch.tensor(seq[:-1]), torch.tensor(seq[1:]), t_emb, t_cell, t_head, t_params, torch,
+                    torch.nn.functional.cross_entropy)
+        got = compiled(dj.tensor(seq[:-1]), dj.tensor(seq[1:]))
+        assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for p, q in zip(params, t_params):
+            assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+    assert compiled.stats.compiles == 3       # one executable per bucket
+    assert compiled.stats.bucket_hits == 41 - 3
+    assert compiled.stats.rolled_loops >= 6   # each compile rolls the forward and the backward loop
+
+
+def test_bucketed_nn_gru_keeps_state_past_the_true_length_and_slices_outputs():
+    dj.manual_seed(0)
+    m = nn.GRU(3, 4)
+    t = torch.nn.GRU(3, 4)
+    t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
+
+    @dj.compile(dynamic={"x": {0: 8}})
+    def run(x):
+        return m(x)
+    for T in (5, 7, 3):
+        x = np.random.default_rng(T).standard_normal((T, 2, 3)).astype(np.float32)
+        out, h = run(dj.tensor(x))
+        out_t, h_t = t(torch.tensor(x))
+        assert tuple(out.shape) == (T, 2, 4)
+        assert_close(out, out_t, atol=1e-5)
+        assert_close(h, h_t, atol=1e-5)
+    assert run.stats.compiles == 1 and run.stats.bucket_hits == 2
+
+
+def test_dynamic_spec_errors():
+    def step(x):
+        return x
+    with pytest.raises(TypeError, match="does not take"):
+        dj.compile(step, dynamic={"y": {0: 8}})
+    with pytest.raises(TypeError, match="positive int"):
+        dj.compile(step, dynamic={"x": {0: [0]}})
+    with pytest.raises(RuntimeError, match="requires grad"):
+        dj.compile(step, dynamic={"x": {0: 8}})(dj.ones(3, requires_grad=True))
+
+
+def test_recompile_warning_suggests_dynamic():
+    @dj.compile(recompile_limit=2)
+    def step(x):
+        return x * 2
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in (2, 3, 4):
+            step(dj.ones(n))
+    assert any("dynamic=" in str(x.message) for x in w)
+
+
+def test_bucket_batch_sampler_and_pad_sequence():
+    lengths = [3, 17, 5, 30, 31, 12, 9, 40, 2]
+    s = BucketBatchSampler(lengths, 2, [8, 16, 32, 64], seed=0)
+    batches = list(s)
+    assert sorted(i for b in batches for i in b) == list(range(9)) and len(s) == len(batches) == 6
+    for b in batches:
+        assert len({s.bucket_of(lengths[i]) for i in b}) == 1 and len(b) <= 2
+    seqs = [dj.ones(3, 2), dj.ones(5, 2)]
+    out = pad_sequence(seqs, batch_first=True, padding_value=-1.0, multiple_of=4)
+    ref = torch.nn.utils.rnn.pad_sequence([torch.ones(3, 2), torch.ones(5, 2)], batch_first=True, padding_value=-1.0)
+    assert tuple(out.shape) == (2, 8, 2)
+    assert_close(out[:, :5], ref)
+    assert (out[:, 5:].numpy() == -1).all()
+    assert tuple(pad_sequence(seqs, multiple_of=[4, 16]).shape) == (16, 2, 2)
