@@ -14,6 +14,7 @@ may change between calls) cannot run on a traced value; the op then falls back,
 still inside the trace, to ``jax.vjp`` of the forward eqns (engine 2) with the
 tape's detach points as ``stop_gradient``. Anything else runs the native tape
 during capture, as eagerly.
+
 Graphs of more than ``MAX_NODES`` nodes also take the tape: their VJP ops are
 recorded one by one, so loop rolling (``_rolling``) can roll an unrolled RNN's
 backward into a scan as it rolls its forward.
