@@ -60,7 +60,12 @@ def main(argv=None) -> None:
                        XLA_FLAGS=f"--xla_force_host_platform_device_count={args.devices}")
             env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
             cmd = [sys.executable, __file__, "--simulated", "--steps", str(args.steps), "--batch", str(args.batch)]
-            sys.exit(subprocess.run(cmd, env=env).returncode)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            print(proc.stdout, end="")   # through this process's stdout (run_all.py captures it)
+            print(proc.stderr, end="", file=sys.stderr)
+            if proc.returncode:
+                sys.exit(proc.returncode)
+            return
     report(args.steps, args.batch, args.simulated)
 
 
