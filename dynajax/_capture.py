@@ -400,9 +400,7 @@ class Capture:
             vals = [((env[r] if r in env else inputs[r]) if r >= 0 else self.scalars[-r - 1])
                     if type(r) is int else r[1] for r in refs]
             run = key_fn.jitted(params) if isinstance(key_fn, registry.Op) else functools.partial(fn, **params)
-            res = run(*vals)
-            for v, x in zip(ovars, (res,) if len(ovars) == 1 else res):
-                env[v] = x
+            bind(env, ovars, run(*vals))
         return env[s.idx]
 
     def _chain(self, var: int) -> list:
@@ -449,10 +447,14 @@ def run_graph(eqns, in_vars, nvars: int, outs, inputs, scalars):
         env[v] = a
     for fn, params, refs, ovars in eqns:
         vals = [(env[r] if r >= 0 else scalars[-r - 1]) if type(r) is int else r[1] for r in refs]
-        res = fn(*vals, **params)
-        if len(ovars) == 1 and not isinstance(res, (tuple, list)):
-            env[ovars[0]] = res
-        else:
-            for v, x in zip(ovars, res):
-                env[v] = x
+        bind(env, ovars, fn(*vals, **params))
     return [env[v] for v in outs]
+
+
+def bind(env, ovars, res) -> None:
+    """Store an eqn's result ``res`` (one value or a sequence) under its output vars ``ovars`` in ``env``."""
+    if len(ovars) == 1 and not isinstance(res, (tuple, list)):
+        env[ovars[0]] = res
+    else:
+        for v, x in zip(ovars, res):
+            env[v] = x

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import jax
 
+from ._capture import bind
 from .autograd import engine
 from .autograd.function import _FunctionOp
 
@@ -43,11 +44,7 @@ def _vjp_formulation(env, plan):
                 else:
                     x = local[r]
                     args.append(jax.lax.stop_gradient(x) if stop else x)
-            res = fn(*args, **dict(params))
-            if len(ovars) == 1 and not isinstance(res, (tuple, list)):
-                local[ovars[0]] = res
-            else:
-                local.update(zip(ovars, res))
+            bind(local, ovars, fn(*args, **dict(params)))
         return tuple(local[v] for v in roots)
 
     _, pull = jax.vjp(forward, *(env[v] for v in leaf_vars))
