@@ -162,7 +162,11 @@ class Compiled:
         st.rolled_loops += len(self.last_loops)
         st.compiled_ops = len(eqns)
         run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
-        exe = jax.jit(run, donate_argnums=(0,) if donate else ())
+        # inputs placed on one device: jit keys its own cache on which arguments are committed, and the
+        # step's state turns committed after the first call (its arrays are then outputs), which would
+        # compile every executable twice
+        placed = {} if self.layout is not None else {"in_shardings": _placement(cap)}
+        exe = jax.jit(run, donate_argnums=(0,) if donate else (), **placed)
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
         st.compile_time -= t0
@@ -301,6 +305,21 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"<dynajax.compile of {getattr(self.fn, '__name__', self.fn)!r}: {len(self._cache)} executables>"
+
+
+def _placement(cap: Capture):
+    """The single device a step's executable takes its inputs on: that of its first committed input,
+    else JAX's default device."""
+    for a in cap.inputs:
+        if getattr(a, "committed", False):
+            sh = a.sharding
+            if isinstance(sh, jax.sharding.SingleDeviceSharding):
+                return sh
+            break
+    dev = jax.config.jax_default_device
+    if dev is None or isinstance(dev, str):   # this process's first device (jax.devices() spans all hosts)
+        dev = jax.local_devices(backend=dev)[0]
+    return jax.sharding.SingleDeviceSharding(dev)
 
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,

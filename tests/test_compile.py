@@ -1,6 +1,7 @@
 """dynajax.compile: compiled training steps equal eager ones (losses, params, grads, optimizer and RNG state)."""
 import copy
 
+import jax
 import numpy as np
 import pytest
 
@@ -9,6 +10,10 @@ import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax import optim
 from dynajax.ops.registry import apply, op
+
+_XLA_COMPILES: list = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, *a, **k: _XLA_COMPILES.append(name) if name.endswith("backend_compile_duration") else None)
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((8, 6)).astype(np.float32)
@@ -63,6 +68,20 @@ def test_mlp_training_matches_eager(make_opt, loss):
     # SGD's first step creates its momentum buffers (a different graph); Adam's starts from zeros (the same)
     assert st.calls == 10 and st.compiles == (1 if loss == "ce" else 2) and st.cache_hits == 10 - st.compiles
     assert eager[0][-1] < eager[0][0]
+
+
+def test_a_cache_hit_compiles_nothing():
+    # the first call's parameters are fresh arrays with no device pinned, later calls' are executable
+    # outputs (pinned); with data pinned to a device too (device=), jax.jit alone would compile the
+    # same executable again on the second call
+    model = _mlp()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    step = dj.compile(_make_step(model, opt, F.cross_entropy))
+    step(dj.tensor(X, device="cpu"), dj.tensor(Y)).item()
+    n = len(_XLA_COMPILES)
+    for _ in range(3):
+        step(dj.tensor(X, device="cpu"), dj.tensor(Y)).item()
+    assert len(_XLA_COMPILES) == n and step.stats.compiles == 1
 
 
 def test_grads_and_optimizer_state_written_back():

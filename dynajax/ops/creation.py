@@ -4,6 +4,7 @@ from __future__ import annotations
 import builtins
 import numbers
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -99,7 +100,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     elif hasattr(data, "__jax_array__") or type(data).__module__.startswith("jax"):
         value = jnp.asarray(data, np_dtype)
     else:
-        value = jnp.asarray(np.asarray(_to_numpy(data), dtype=np_dtype))
+        # device_put, not jnp.asarray: that compiles a small kernel for every new shape
+        value = jax.device_put(np.asarray(_to_numpy(data), dtype=np_dtype))
     return _finish(value, device, requires_grad)
 
 
@@ -160,7 +162,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     n = int(np.ceil((vals[1] - vals[0]) / vals[2]))
     value = (vals[0] + vals[2] * np.arange(builtins.max(n, 0), dtype=np.float64 if d.kind in "fc" or
                                             _dtype.is_float(d) else np.int64))
-    return _finish(jnp.asarray(value.astype(d)), device, requires_grad)
+    return _finish(jax.device_put(value.astype(d)), device, requires_grad)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
