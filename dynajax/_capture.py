@@ -155,6 +155,7 @@ class Capture:
         views.assign = self._tracking(views.assign, True)
         views.refresh = self._tracking(views.refresh, False)
         registry._hooks.insert(0, self.hook)
+        registry.record_creation = True
         if self.dual:
             from ._vjpcheck import CustomVJPCheck
             self._vjp_check = CustomVJPCheck(self)
@@ -171,6 +172,7 @@ class Capture:
         else:
             self.bwd.uninstall()
         registry._hooks.remove(self.hook)
+        registry.record_creation = False
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
          views.view_scatter.impl, views.assign, views.refresh) = self._saved
         _state.cap = None

@@ -328,6 +328,9 @@ entry("nll_loss_index", lambda lp, t: F.nll_loss(lp, t), _nll_inputs)
 entry("nll_loss_index_backward", vjp_of(lambda lp, t: F.nll_loss(lp, t, reduction="none")),
       lambda r: _nll_inputs(r) + [r.standard_normal(4)])
 entry("fill_like", lambda x: dj.ops.creation.fill_like(x, 1), normal(2, 3), order=0)
+entry("full", lambda x: x * dj.ops.registry.apply(dj.ops.creation._full, shape=(2, 3), value=2.0,
+                                                 dtype=dj._dtype.to_np(x.dtype)),
+      normal(2, 3), order=0)
 
 
 # ---------------------------------------------------------------- fused recurrences (one scan per layer)

@@ -11,6 +11,7 @@ import numpy as np
 from .. import _dtype, random
 from .._device import put
 from .._tensor import Tensor, _make, method
+from . import registry
 from .registry import apply, op
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "eye", "arange", "linspace",
@@ -122,21 +123,43 @@ def _np_or_default(dtype) -> np.dtype:
     return _dtype.default_float_np() if dtype is None else _dtype.to_np(dtype)
 
 
+@op("full")
+def _full(*, shape, value, dtype):
+    return jnp.full(shape, value, dtype)
+
+
+def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Tensor:
+    """A new tensor of ``shape`` filled with ``value``. Under ``dynajax.compile`` it is the recorded op
+    ``full``, made inside the executable, instead of an eager array passed in as an input each call
+    (an eager op there also waits for the previous call's executable to finish)."""
+    if registry.record_creation and device is None and not requires_grad:
+        return apply(_full, shape=shape, value=value, dtype=d)
+    return _finish(jnp.full(shape, value, d), device, requires_grad)
+
+
+def state_zeros_like(input: Tensor) -> Tensor:
+    """Zeros shaped like ``input``, made eagerly even under ``dynajax.compile``: for state created in a
+    step that outlives it (optimizer moments). Made eagerly it is an input of the first call's graph
+    as it is of every later call's, so the first and later calls share one executable."""
+    v = input._value
+    return _make(jnp.zeros(tuple(v.shape), v.dtype))
+
+
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value`` (dtype inferred from the value)."""
     d = _infer_np(fill_value) if dtype is None else _dtype.to_np(dtype)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return _finish(jnp.full(_size((size,) if isinstance(size, int) else (tuple(size),)), fill_value, d),
-                   device, requires_grad)
+    return _filled(_size((size,) if isinstance(size, int) else (tuple(size),)), fill_value, d, device,
+                   requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
-    return _finish(jnp.zeros(_size(size), _np_or_default(dtype)), device, requires_grad)
+    return _filled(_size(size), 0, _np_or_default(dtype), device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
-    return _finish(jnp.ones(_size(size), _np_or_default(dtype)), device, requires_grad)
+    return _filled(_size(size), 1, _np_or_default(dtype), device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None,

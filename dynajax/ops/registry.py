@@ -130,6 +130,7 @@ def op(name: str, nout: int = 1, check=None, error=None, backward_name=None):
 # ---------------------------------------------------------------- dispatch
 _Tensor = None  # set by dynajax._tensor to break the import cycle
 _hooks: list = []  # capture / lowering interceptors: f(op, args, params) -> result | NotImplemented
+record_creation = False  # True while dynajax.compile records: zeros/ones/full record an op (ops/creation.py)
 
 
 def apply(op: Op, *args, **params):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._tensor import Tensor
-from ..ops.creation import full_like, tensor, zeros_like
+from ..ops.creation import full_like, state_zeros_like, tensor
 from ._fused import adam_update, fusable, sgd_momentum_update
 from .optimizer import Optimizer, required, set_
 
@@ -74,10 +74,10 @@ class Adam(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         if not state:
             state["step"] = tensor(0.0)
-            state["exp_avg"] = zeros_like(p)
-            state["exp_avg_sq"] = zeros_like(p)
+            state["exp_avg"] = state_zeros_like(p)
+            state["exp_avg_sq"] = state_zeros_like(p)
             if group["amsgrad"]:
-                state["max_exp_avg_sq"] = zeros_like(p)
+                state["max_exp_avg_sq"] = state_zeros_like(p)
         b1, b2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
@@ -136,11 +136,11 @@ class RMSprop(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         if not state:
             state["step"] = tensor(0.0)
-            state["square_avg"] = zeros_like(p)
+            state["square_avg"] = state_zeros_like(p)
             if group["momentum"] > 0:
-                state["momentum_buffer"] = zeros_like(p)
+                state["momentum_buffer"] = state_zeros_like(p)
             if group["centered"]:
-                state["grad_avg"] = zeros_like(p)
+                state["grad_avg"] = state_zeros_like(p)
         self._step(state)
         grad = _decay(grad, p, group["weight_decay"])
         a = group["alpha"]
@@ -203,8 +203,8 @@ class Adadelta(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         if not state:
             state["step"] = tensor(0.0)
-            state["square_avg"] = zeros_like(p)
-            state["acc_delta"] = zeros_like(p)
+            state["square_avg"] = state_zeros_like(p)
+            state["acc_delta"] = state_zeros_like(p)
         self._step(state)
         grad = _decay(grad, p, group["weight_decay"])
         rho, eps = group["rho"], group["eps"]
@@ -234,8 +234,8 @@ class _AdamFamily(Optimizer):
             state["step"] = tensor(0.0)
             if "momentum_decay" in group:
                 state["mu_product"] = tensor(1.0)
-            state["exp_avg"] = zeros_like(p)
-            state[self._second] = zeros_like(p)
+            state["exp_avg"] = state_zeros_like(p)
+            state[self._second] = state_zeros_like(p)
         step = self._step(state)
         wd = group["weight_decay"]
         if group.get("decoupled_weight_decay") and wd:
