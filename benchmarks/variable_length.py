@@ -12,8 +12,10 @@ position (padded positions ignored), Adam. The same sequence of batches runs thr
 - dynajax eager and PyTorch eager (``torch.nn.GRU``; default threads and one thread: on a loaded
   machine PyTorch's thread pool can be many times slower than one thread, so both are shown and the
   target compares with the faster);
-- hand-written JAX: ``jax.jit`` of value_and_grad of a Python-unrolled GRU step + Adam, retraced and
-  recompiled for every new length (what tracing a define-by-run step gives).
+- hand-written JAX, unrolled: ``jax.jit`` of value_and_grad of a Python-unrolled GRU step + Adam,
+  retraced and recompiled for every new length (what tracing a define-by-run step gives);
+- hand-written JAX, scan: the time loop as ``lax.scan``, lengths padded to the same buckets (what a
+  JAX expert writes; the reference for what XLA gives on this machine).
 
 Prints total seconds per contender, the number of executables and the time spent compiling, and the
 ratios the issue asks for. ``run()`` returns rows for benchmarks/run_all.py.
@@ -178,6 +180,49 @@ def time_jax(data) -> tuple:
     return time.perf_counter() - t0, losses, new_s, old_s
 
 
+def _jax_scan_loss(p, tokens, targets):
+    """The same loss with the time loop as one lax.scan; targets equal to IGNORE (padding) count nothing."""
+    gi = p["emb"][tokens] @ p["w_ih"] + p["b_ih"]
+
+    def cell(h, g):
+        ir, iz, in_ = jnp.split(g, 3, -1)
+        hr, hz, hn = jnp.split(h @ p["w_hh"] + p["b_hh"], 3, -1)
+        r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
+        h = (1 - z) * jnp.tanh(in_ + r * hn) + z * h
+        return h, h
+    _, hs = jax.lax.scan(cell, jnp.zeros((tokens.shape[1], HIDDEN)), gi)
+    logp = jax.nn.log_softmax(hs @ p["hw"] + p["hb"])
+    keep = targets != IGNORE
+    nll = -jnp.take_along_axis(logp, jnp.where(keep, targets, 0)[..., None], -1)[..., 0]
+    return jnp.sum(nll * keep) / jnp.sum(keep)
+
+
+@jax.jit
+def _jax_scan_step(state, tokens, targets):
+    params, m, v, t = state
+    loss, g = jax.value_and_grad(_jax_scan_loss)(params, tokens, targets)
+    return loss, _adam_update(params, m, v, t, g, LR)
+
+
+def time_jax_scan(data) -> tuple:
+    """Hand-written JAX as a JAX expert writes it: lax.scan over time, lengths padded to multiples of
+    BUCKET (padding targets ignored), one jax.jit executable per bucket. (total seconds, losses, buckets)"""
+    p = jax_init()
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
+    state, losses, seen = (p, zeros, zeros, 0), [], set()
+    t0 = time.perf_counter()
+    for tok, tgt in data:
+        n = tok.shape[0]
+        b = -(-n // BUCKET) * BUCKET
+        seen.add(b)
+        tok = np.pad(tok, ((0, b - n), (0, 0)))
+        tgt = np.pad(tgt, ((0, b - n), (0, 0)), constant_values=IGNORE)
+        loss, state = _jax_scan_step(state, tok, tgt)
+        losses.append(loss)
+    losses = [float(v) for v in losses]
+    return time.perf_counter() - t0, losses, len(seen)
+
+
 # ---------------------------------------------------------------- driver
 def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
     data = batches(steps)
@@ -201,6 +246,10 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
         for name, threads in (("torch_eager", None), ("torch_eager_1_thread", 1)):
             secs, losses = time_torch(data, threads)
             res[name] = {"seconds": secs, "first_loss": losses[0], "last_loss": losses[-1]}
+    if "jax_scan" not in skip:
+        secs, losses, nb = time_jax_scan(data)
+        res["jax_scan_buckets"] = {"seconds": secs, "executables": nb, "first_loss": losses[0],
+                                   "last_loss": losses[-1]}
     if "jax" not in skip:
         n = min(jax_steps or steps, steps)
         secs, losses, new_s, old_s = time_jax(data[:n])
@@ -217,7 +266,7 @@ def report(res: dict) -> None:
     print(f"GRU LM (vocab {VOCAB}, embedding {EMBED}, hidden {HIDDEN}, batch {BATCH}), {res['steps']} steps, "
           f"lengths uniform in {LO}..{HI} ({res['distinct_lengths']} distinct), total wall time incl. compiles")
     for name in ("dynajax_compiled_buckets", "dynajax_compiled_per_length", "dynajax_compiled_cell_loop",
-                 "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_unrolled"):
+                 "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_scan_buckets", "jax_unrolled"):
         r = res.get(name)
         if r is None:
             continue
@@ -226,9 +275,9 @@ def report(res: dict) -> None:
             extra = (f"  ({r['executables']} executables, {r['compile_seconds']:.1f} s compiling, "
                      f"{r['capture_seconds']:.1f} s capturing, {r['rolled_loops']} rolled loops, "
                      f"{r['bucket_hits']} bucket hits)")
-        if name == "jax_unrolled":
+        if name.startswith("jax_"):
             extra = f"  ({r['executables']} executables)"
-            if r["measured_steps"] != res["steps"]:
+            if r.get("measured_steps", res["steps"]) != res["steps"]:
                 extra += (f"  EXTRAPOLATED from {r['measured_seconds']:.1f} s measured on the first "
                           f"{r['measured_steps']} steps (per new length and per repeated length)")
         print(f"  {name:30s} {r['seconds']:8.1f} s{extra}")
@@ -239,6 +288,11 @@ def report(res: dict) -> None:
               "(target < 1)")
     if c and j:
         print(f"  unrolled jax.jit / dynajax compiled (buckets): {j / c:.1f}x  (target >= 10)")
+    s = res.get("jax_scan_buckets", {}).get("seconds")
+    if c and s:
+        print(f"  dynajax compiled (buckets) / hand-written lax.scan JAX (buckets): {c / s:.2f}x")
+    if s and ts:
+        print(f"  hand-written lax.scan JAX (buckets) / PyTorch eager: {s / min(ts):.2f}x")
 
 
 def run(steps: int = 200, jax_steps: int | None = None) -> list[dict]:
@@ -246,7 +300,8 @@ def run(steps: int = 200, jax_steps: int | None = None) -> list[dict]:
     res = measure(steps, jax_steps)
     report(res)
     row = {"workload": f"GRU LM, {steps} steps, lengths {LO}..{HI} (total s, compiles incl.)", "unit": "s"}
-    for k in ("dynajax_compiled_buckets", "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_unrolled"):
+    for k in ("dynajax_compiled_buckets", "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_scan_buckets",
+              "jax_unrolled"):
         if k in res:
             row[k] = res[k]["seconds"]
     return [row]
@@ -257,7 +312,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--jax-steps", type=int, default=None)
     ap.add_argument("--skip", nargs="*", default=(),
-                    choices=["buckets", "per_length", "cell", "eager", "torch", "jax"])
+                    choices=["buckets", "per_length", "cell", "eager", "torch", "jax_scan", "jax"])
     a = ap.parse_args()
     report(measure(a.steps, a.jax_steps, tuple(a.skip)))
 
