@@ -6,9 +6,11 @@ native tape and ``dynajax.compile``'s capture cost independent of the sequence
 length, and gives XLA one loop to compile instead of an unrolled graph.
 
 The input projection ``x W_ih^T + b_ih`` of all steps is computed outside the
-op (one large matmul); the op runs the recurrence on it. Its backward is an op
-computing ``jax.vjp`` of the forward (a reverse scan), and that op's backward
-is again an op of the same kind, so second derivatives work.
+op (one large matmul); the op runs the recurrence on it. Its backward is one op
+too: from the states the forward returned (LSTM also returns its cell states),
+``h W_hh^T`` of all steps is one matmul, a reverse scan carries the state
+cotangents and ``dW_hh`` is one matmul after it. That op's backward is
+``jax.vjp`` of it, so second derivatives work.
 """
 from __future__ import annotations
 
@@ -44,8 +46,9 @@ def _gates(mode, gi, gh, h, c):
 
 
 def _scan(mode, reverse, has_mask, *args):
-    """Inputs ``gi, h0, [c0], w_hh, b_hh, [mask]`` -> ``ys, h_n, [c_n]``; a masked step (mask False for
-    a batch row) keeps that row's state, as a packed sequence past its end."""
+    """Inputs ``gi, h0, [c0], w_hh, b_hh, [mask]`` -> ``ys, h_n`` (LSTM: ``ys, h_n, c_n, cs``, ``cs`` the cell
+    state after each step, which its backward reads); a masked step (mask False for a batch row) keeps
+    that row's state, as a packed sequence past its end."""
     it = iter(args)
     gi, h0 = next(it), next(it)
     c0 = next(it) if mode == "LSTM" else None
@@ -59,10 +62,10 @@ def _scan(mode, reverse, has_mask, *args):
         if m_t is not None:
             h2 = jnp.where(m_t, h2, h)
             c2 = None if c is None else jnp.where(m_t, c2, c)
-        return (h2, c2), h2
+        return (h2, c2), (h2, c2)
 
-    (h, c), ys = jax.lax.scan(body, (h0, c0), (gi, mask), reverse=reverse)
-    return (ys, h, c) if mode == "LSTM" else (ys, h)
+    (h, c), (ys, cs) = jax.lax.scan(body, (h0, c0), (gi, mask), reverse=reverse)
+    return (ys, h, c, cs) if mode == "LSTM" else (ys, h)
 
 
 def _vjp_chain(name: str, f, nout: int, ndiff: int, depth: int):
@@ -93,30 +96,55 @@ def _rnn_impl(*args, mode, reverse, has_mask):
     return _scan(mode, reverse, has_mask, *args)
 
 
-def _rnn_backward_impl(g_ys, g_h, gi, h0, w_hh, b_hh, ys, *mask, mode, reverse, has_mask):
-    """Cotangents of ``gi, h0, w_hh, b_hh`` of an RNN/GRU scan, from its outputs ``ys``: the states before
-    each step are known, so ``h W_hh^T`` of all steps is one matmul, the reverse scan carries only
-    ``dh`` (one ``(B, G) x (G, H)`` matmul per step) and ``dW_hh`` is one matmul after it."""
-    m = mask[0] if has_mask else None
-    hprev = jnp.concatenate([ys[1:], h0[None]]) if reverse else jnp.concatenate([h0[None], ys[:-1]])
+def _before(seq, first, reverse: bool):
+    """The state before each step of a scan whose states after each step are ``seq``."""
+    return jnp.concatenate([seq[1:], first[None]]) if reverse else jnp.concatenate([first[None], seq[:-1]])
+
+
+def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, gi, h0, c0, w_hh, b_hh, ys, cs):
+    """Cotangents ``(dgi, dh0, dc0, dw_hh, db_hh)`` of a recurrence from its outputs (``c0, cs, g_c, g_cs``
+    and ``dc0`` None except for LSTM). The states before each step are known, so ``h W_hh^T`` of all
+    steps is one matmul, the reverse scan carries only the state cotangents (one ``(B, G) x (G, H)``
+    matmul per step) and ``dW_hh`` is one matmul after it."""
+    hprev = _before(ys, h0, reverse)
+    cprev = None if c0 is None else _before(cs, c0, reverse)
     gh = jnp.matmul(hprev, w_hh.T) + b_hh
 
-    def body(dh, xs):
-        gi_t, gh_t, hp_t, gy_t, m_t = xs
+    def body(carry, xs):
+        dh, dc = carry
+        gi_t, gh_t, hp_t, cp_t, gy_t, gc_t, m_t = xs
 
-        def f(a, b, hp):
-            h2, _ = _gates(mode, a, b, hp, None)
-            return h2 if m_t is None else jnp.where(m_t, h2, hp)
-        _, vjp = jax.vjp(f, gi_t, gh_t, hp_t)
-        dgi, dgh, dhp = vjp(dh + gy_t)
-        return dhp + jnp.matmul(dgh, w_hh), (dgi, dgh)
+        def f(a, b, hp, cp):
+            h2, c2 = _gates(mode, a, b, hp, cp)
+            if m_t is not None:
+                h2 = jnp.where(m_t, h2, hp)
+                c2 = None if cp is None else jnp.where(m_t, c2, cp)
+            return h2, c2
+        _, vjp = jax.vjp(f, gi_t, gh_t, hp_t, cp_t)
+        dgi, dgh, dhp, dcp = vjp((dh + gy_t, None if dc is None else dc + gc_t))
+        return (dhp + jnp.matmul(dgh, w_hh), dcp), (dgi, dgh)
 
-    dh0, (dgi, dgh) = jax.lax.scan(body, g_h, (gi, gh, hprev, g_ys, m), reverse=not reverse)
-    return dgi, dh0, jnp.einsum("tbg,tbh->gh", dgh, hprev), dgh.sum((0, 1))
+    (dh0, dc0), (dgi, dgh) = jax.lax.scan(body, (g_h, g_c), (gi, gh, hprev, cprev, g_ys, g_cs, m),
+                                          reverse=not reverse)
+    return dgi, dh0, dc0, jnp.einsum("tbg,tbh->gh", dgh, hprev), dgh.sum((0, 1))
 
 
-# its inputs g_ys, g_h, gi, h0, w_hh, b_hh, ys are differentiable (second order: jax.vjp of it)
+def _rnn_backward_impl(g_ys, g_h, gi, h0, w_hh, b_hh, ys, *mask, mode, reverse, has_mask):
+    """Cotangents of ``gi, h0, w_hh, b_hh`` of an RNN/GRU scan."""
+    dgi, dh0, _, dw, db = _scan_backward(mode, reverse, mask[0] if has_mask else None, g_ys, g_h, None, None,
+                                         gi, h0, None, w_hh, b_hh, ys, None)
+    return dgi, dh0, dw, db
+
+
+def _lstm_backward_impl(g_ys, g_h, g_c, g_cs, gi, h0, c0, w_hh, b_hh, ys, cs, *mask, mode, reverse, has_mask):
+    """Cotangents of ``gi, h0, c0, w_hh, b_hh`` of an LSTM scan."""
+    return _scan_backward(mode, reverse, mask[0] if has_mask else None, g_ys, g_h, g_c, g_cs,
+                          gi, h0, c0, w_hh, b_hh, ys, cs)
+
+
+# second order: jax.vjp of the backward, every input but the mask differentiable
 _rnn_backward = _vjp_chain("rnn_scan_backward", _rnn_backward_impl, 4, 7, 1)
+_lstm_backward = _vjp_chain("lstm_scan_backward", _lstm_backward_impl, 5, 11, 1)
 
 
 def _rnn_rule(g, out, *args, **params):
@@ -124,11 +152,15 @@ def _rnn_rule(g, out, *args, **params):
     return tuple(gs) + (None,) * (len(args) - 4)
 
 
+def _lstm_rule(g, out, *args, **params):
+    gs = apply(_lstm_backward, *g, *args[:5], out[0], out[3], *args[5:], **params)
+    return tuple(gs) + (None,) * (len(args) - 5)
+
+
 rnn_scan = op("rnn_scan", nout=2)(_rnn_impl)
 rnn_scan.defvjp(_rnn_rule)
-# LSTM's backward needs the cell state before each step, which is no output: jax.vjp of the scan
-# differentiable inputs: gi, h0, c0, w_hh, b_hh; then the optional mask
-lstm_scan = _vjp_chain("lstm_scan", _rnn_impl, 3, 5, 2)
+lstm_scan = op("lstm_scan", nout=4)(_rnn_impl)
+lstm_scan.defvjp(_lstm_rule)
 
 
 def run_layer(mode: str, gi, state, w_hh, b_hh, mask, reverse: bool):
