@@ -58,14 +58,26 @@ def _scan(mode, reverse, has_mask, *args):
     def body(carry, xs):
         h, c = carry
         g_t, m_t = xs
-        h2, c2 = _cell(mode, g_t, h, c, w_hh, b_hh)
-        if m_t is not None:
-            h2 = jnp.where(m_t, h2, h)
-            c2 = None if c is None else jnp.where(m_t, c2, c)
-        return (h2, c2), (h2, c2)
+
+        def run(_):
+            h2, c2 = _cell(mode, g_t, h, c, w_hh, b_hh)
+            if m_t is not None:
+                h2 = jnp.where(m_t, h2, h)
+                c2 = None if c is None else jnp.where(m_t, c2, c)
+            return h2, c2
+        new = run(None) if m_t is None else _unless_padding(m_t, run, lambda _: (h, c))
+        return new, new
 
     (h, c), (ys, cs) = jax.lax.scan(body, (h0, c0), (gi, mask), reverse=reverse)
     return (ys, h, c, cs) if mode == "LSTM" else (ys, h)
+
+
+def _unless_padding(m_t, run, skip):
+    """``run(None)``, or ``skip(None)`` at a step masked for every batch row (padding past the end of all
+    sequences, e.g. up to a ``dynajax.compile(dynamic=...)`` bucket): a padded step then costs no matmul,
+    so a long bucket costs the recurrence of the real length (a ``lax.cond``, which ``jax.vjp`` of the
+    scan differentiates)."""
+    return jax.lax.cond(jnp.any(m_t), run, skip, None)
 
 
 def _vjp_chain(name: str, f, nout: int, ndiff: int, depth: int):
@@ -120,9 +132,16 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, gi, h0, c0, w_hh, b_h
                 h2 = jnp.where(m_t, h2, hp)
                 c2 = None if cp is None else jnp.where(m_t, c2, cp)
             return h2, c2
-        _, vjp = jax.vjp(f, gi_t, gh_t, hp_t, cp_t)
-        dgi, dgh, dhp, dcp = vjp((dh + gy_t, None if dc is None else dc + gc_t))
-        return (dhp + jnp.matmul(dgh, w_hh), dcp), (dgi, dgh)
+        ct = (dh + gy_t, None if dc is None else dc + gc_t)
+
+        def run(_):
+            _, vjp = jax.vjp(f, gi_t, gh_t, hp_t, cp_t)
+            dgi, dgh, dhp, dcp = vjp(ct)
+            return (dhp + jnp.matmul(dgh, w_hh), dcp), (dgi, dgh)
+        if m_t is None:
+            return run(None)
+        # a step masked for every row passed its state through: so do the cotangents
+        return _unless_padding(m_t, run, lambda _: (ct, (jnp.zeros_like(gi_t), jnp.zeros_like(gh_t))))
 
     (dh0, dc0), (dgi, dgh) = jax.lax.scan(body, (g_h, g_c), (gi, gh, hprev, cprev, g_ys, g_cs, m),
                                           reverse=not reverse)
