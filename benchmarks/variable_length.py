@@ -6,6 +6,8 @@ position (padded positions ignored), Adam. The same sequence of batches runs thr
 
 - dynajax.compile + buckets: ``nn.GRU`` (one fused scan op per layer), ``dynamic=`` pads the length to a
   multiple of 16 (targets with ``ignore_index``): one executable per bucket;
+- dynajax.compile + one bucket: the same with one bucket, the longest length (50): one executable. The
+  scan skips the padded steps (no matmul), so padding costs only the per-position matmuls around it;
 - dynajax.compile, no buckets: the same step, one executable per distinct length;
 - dynajax.compile, GRUCell loop: the step written as a Python loop over ``nn.GRUCell``, padded to
   buckets; loop rolling compiles the time loop and its backward as two scans;
@@ -86,8 +88,8 @@ def dynajax_step(cell_loop: bool = False):
     return step
 
 
-def bucketed(step):
-    spec = {0: BUCKET}
+def bucketed(step, sizes=BUCKET):
+    spec = {0: sizes}
     return dj.compile(step, dynamic={"tokens": spec, "targets": spec}, pad={"targets": IGNORE})
 
 
@@ -229,6 +231,7 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
     lengths = [tok.shape[0] for tok, _ in data]
     res = {"steps": steps, "distinct_lengths": len(set(lengths))}
     variants = [("buckets", "dynajax_compiled_buckets", lambda: bucketed(dynajax_step())),
+                ("one_bucket", "dynajax_compiled_one_bucket", lambda: bucketed(dynajax_step(), [HI])),
                 ("per_length", "dynajax_compiled_per_length", lambda: dj.compile(dynajax_step())),
                 ("cell", "dynajax_compiled_cell_loop", lambda: bucketed(dynajax_step(cell_loop=True))),
                 ("eager", "dynajax_eager", dynajax_step)]
@@ -265,7 +268,8 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
 def report(res: dict) -> None:
     print(f"GRU LM (vocab {VOCAB}, embedding {EMBED}, hidden {HIDDEN}, batch {BATCH}), {res['steps']} steps, "
           f"lengths uniform in {LO}..{HI} ({res['distinct_lengths']} distinct), total wall time incl. compiles")
-    for name in ("dynajax_compiled_buckets", "dynajax_compiled_per_length", "dynajax_compiled_cell_loop",
+    for name in ("dynajax_compiled_buckets", "dynajax_compiled_one_bucket", "dynajax_compiled_per_length",
+                 "dynajax_compiled_cell_loop",
                  "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_scan_buckets", "jax_unrolled"):
         r = res.get(name)
         if r is None:
@@ -286,6 +290,12 @@ def report(res: dict) -> None:
     if c and ts:
         print(f"  dynajax compiled (buckets) / PyTorch eager (its faster thread setting): {c / min(ts):.2f}x  "
               "(target < 1)")
+    o = res.get("dynajax_compiled_one_bucket", {}).get("seconds")
+    if o and ts:
+        print(f"  dynajax compiled (one bucket) / PyTorch eager (its faster thread setting): {o / min(ts):.2f}x  "
+              "(target < 1)")
+    if o and j:
+        print(f"  unrolled jax.jit / dynajax compiled (one bucket): {j / o:.1f}x  (target >= 10)")
     if c and j:
         print(f"  unrolled jax.jit / dynajax compiled (buckets): {j / c:.1f}x  (target >= 10)")
     s = res.get("jax_scan_buckets", {}).get("seconds")
@@ -300,7 +310,8 @@ def run(steps: int = 200, jax_steps: int | None = None) -> list[dict]:
     res = measure(steps, jax_steps)
     report(res)
     row = {"workload": f"GRU LM, {steps} steps, lengths {LO}..{HI} (total s, compiles incl.)", "unit": "s"}
-    for k in ("dynajax_compiled_buckets", "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_scan_buckets",
+    for k in ("dynajax_compiled_buckets", "dynajax_compiled_one_bucket", "dynajax_eager", "torch_eager",
+              "torch_eager_1_thread", "jax_scan_buckets",
               "jax_unrolled"):
         if k in res:
             row[k] = res[k]["seconds"]
@@ -312,7 +323,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--jax-steps", type=int, default=None)
     ap.add_argument("--skip", nargs="*", default=(),
-                    choices=["buckets", "per_length", "cell", "eager", "torch", "jax_scan", "jax"])
+                    choices=["buckets", "one_bucket", "per_length", "cell", "eager", "torch", "jax_scan", "jax"])
     a = ap.parse_args()
     report(measure(a.steps, a.jax_steps, tuple(a.skip)))
 

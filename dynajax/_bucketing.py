@@ -9,7 +9,8 @@ padded positions add nothing to the loss nor to any gradient.
 
 Where padding would change results the library masks it: recurrent layers (``nn.RNN``/``LSTM``/
 ``GRU``) running over a padded length keep their state past the true length, so ``h_n`` is the
-state at the end of the real sequence; tensors the step returns are sliced back along every dim whose
+state at the end of the real sequence, and skip the steps that are padding for every row (no matmul:
+one large bucket costs little more recurrence than the real length); tensors the step returns are sliced back along every dim whose
 size is a padded size. Reductions, softmax or Python loops over a padded dim written in the step
 itself see the padding: pad such an argument with a neutral value (``ignore_index`` for a loss), or
 mask it in the step. The recurrent layers recognise a padded sequence by its length: one whose length
