@@ -22,3 +22,14 @@ def test_draw_equals_jax_random_of_its_shape(kind, a, b, dtype):
     assert got.shape == shape
     np.testing.assert_array_equal(got, np.asarray(ref))
     assert len(np.unique(got)) > 1
+
+
+def test_per_element_probabilities():
+    # a Bernoulli with one probability per element (a probs tensor): drawn flat with the probs flattened
+    g = dj.Generator().manual_seed(3)
+    key = jax.random.split(g._key)[1]
+    p = np.random.default_rng(0).uniform(0.1, 0.9, (5, 1, 6)).astype(np.float32)
+    got = np.asarray(random.sample("bernoulli", (5, 4, 6), np.float32, p, generator=g))
+    ref = np.asarray(jax.random.bernoulli(key, p, (5, 4, 6)).astype(np.float32))
+    np.testing.assert_array_equal(got, ref)
+    assert 0 < got.mean() < 1
