@@ -95,9 +95,9 @@ def _sample(key, a, b, *, kind, shape, dtype):
     # drawn flat, then reshaped: the same numbers (threefry counts elements in row-major order), but
     # XLA's CPU loops vectorize along the last dim, and an NCHW activation's last dim is small (7 for a
     # 28x28 image pooled twice), which made a dropout mask's draw cost ~5x more than the flat one
-    flat = (math.prod(shape),)
-    a, b = (jnp.broadcast_to(v, shape).reshape(flat) if jnp.ndim(v) else v for v in (a, b))
-    return _draw(key, a, b, kind, flat, dtype).reshape(shape)
+    # (a per-element ``a``/``b``, as a Bernoulli's probs tensor, is flattened alike)
+    a, b = (jnp.broadcast_to(v, shape).reshape(-1) if jnp.ndim(v) else v for v in (a, b))
+    return _draw(key, a, b, kind, (math.prod(shape),), dtype).reshape(shape)
 
 
 def _draw(key, a, b, kind, shape, dtype):

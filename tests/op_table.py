@@ -307,6 +307,30 @@ entry("max_unpool_backward", vjp_of(_unpool),
       lambda r: [r.standard_normal((1, 2, 2, 2)), _pool_indices(r), r.standard_normal((1, 2, 4, 4))])
 
 
+# ---------------------------------------------------------------- batch norm (training): one op, one backward op
+from dynajax.nn import _ops as _nn_ops  # noqa: E402
+from dynajax.ops.registry import apply as _apply  # noqa: E402
+
+
+def _bn(x, w, b):
+    """The op's three outputs (normalized, batch mean, batch variance), so every cotangent is checked."""
+    return tuple(_apply(_nn_ops.batch_norm_train, x, w, b, eps=1e-5))
+
+
+def _bn_vjp(x, w, b, gy, gm, gv):
+    for t in (x, w, b):
+        t.requires_grad_(True)
+    return dj.autograd.grad(_bn(x, w, b), (x, w, b), (gy, gm, gv), create_graph=True)
+
+
+_BN_IN = cat_inputs(normal(4, 3, 2, 2), normal(3), normal(3))
+_BN_CT = cat_inputs(normal(4, 3, 2, 2), normal(3), normal(3))
+entry("batch_norm", _bn, _BN_IN)
+entry("batch_norm_backward", _bn_vjp, cat_inputs(_BN_IN, _BN_CT), order=1)
+entry("batch_norm_backward_backward", vjp_of(lambda *a: _bn_vjp(*a)[0], wrt=(0, 1, 3, 5)),
+      cat_inputs(_BN_IN, _BN_CT, normal(4, 3, 2, 2)), order=0)
+
+
 # ---------------------------------------------------------------- fused optimizer updates (no VJP)
 from dynajax.optim._fused import adam_update, sgd_momentum_update  # noqa: E402
 

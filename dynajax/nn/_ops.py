@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..ops.registry import apply, op
+from ._rnn_scan import _vjp_chain
 
 
 # ---------------------------------------------------------------- linear
@@ -167,6 +168,47 @@ def nll_index_backward(g, target, *, C, ignore_index, reduction):
 nll_index.defvjp(lambda g, out, logp, target, **p: (
     apply(nll_index_backward, g, target, C=logp.shape[1], **p), None))
 nll_index_backward.defvjp(lambda gg, out, g, target, *, C, **p: (apply(nll_index, gg, target, **p), None))
+
+
+# ---------------------------------------------------------------- batch normalization (training)
+def _bn_axes(x):
+    """The reduced dims of batch norm (all but the channel dim 1) and the shape a (C,) vector broadcasts as."""
+    return (0,) + tuple(range(2, x.ndim)), (-1,) + (1,) * (x.ndim - 2)
+
+
+def _bn_impl(x, w, b, *, eps):
+    """Batch norm of (N, C, ...) ``x`` over its batch statistics, scaled by ``w`` and shifted by ``b``:
+    ``(y, mean, var)`` with the (C,) batch mean and biased variance."""
+    dims, cs = _bn_axes(x)
+    mean = x.mean(dims)
+    xc = x - mean.reshape(cs)
+    var = (xc * xc).mean(dims)
+    return xc * jax.lax.rsqrt(var + eps).reshape(cs) * w.reshape(cs) + b.reshape(cs), mean, var
+
+
+def _bn_backward_impl(gy, gmean, gvar, x, mean, var, w, b, *, eps):
+    """Cotangents of ``x, w, b`` of :func:`_bn_impl`, the closed form: with ``xhat`` the normalized
+    input and ``gh = gy * w``, ``dx = rsqrt(var + eps) * (gh - mean(gh) - xhat * mean(gh * xhat))``,
+    plus what the mean and variance outputs' cotangents add."""
+    dims, cs = _bn_axes(x)
+    n = x.size // x.shape[1]
+    invstd = jax.lax.rsqrt(var + eps).reshape(cs)
+    xc = x - mean.reshape(cs)
+    xhat = xc * invstd
+    gh = gy * w.reshape(cs)
+    dx = invstd * (gh - gh.mean(dims).reshape(cs) - xhat * (gh * xhat).mean(dims).reshape(cs))
+    dx = dx + (gmean / n).reshape(cs) + xc * (gvar * (2.0 / n)).reshape(cs)
+    return dx, (gy * xhat).sum(dims), gy.sum(dims)
+
+
+batch_norm_train = op("batch_norm", nout=3, backward_name="NativeBatchNormBackward0")(_bn_impl)
+# one op for the whole backward; its inputs are all differentiable and its rule is jax.vjp of it
+_bn_backward = _vjp_chain("batch_norm_backward", _bn_backward_impl, 3, 8, 1)
+
+
+@batch_norm_train.defvjp
+def _bn_vjp(g, out, x, w, b, *, eps):
+    return tuple(apply(_bn_backward, *g, x, out[1], out[2], w, b, eps=eps))
 
 
 # ---------------------------------------------------------------- piecewise-linear ops

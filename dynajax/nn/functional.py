@@ -647,26 +647,31 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalize each channel (dim 1) by batch statistics (training, updating the running ones) or running ones."""
     cs = _channel_shape(input)
-    if training:
-        n = input.numel() // input.shape[1]
-        if n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
-                             f"{_size_repr(input.shape)}")
-        dims = (0,) + tuple(range(2, input.dim()))
-        y, mean, var = _normalize_over(input, dims, eps)
-        if running_mean is not None or running_var is not None:
-            with grad_mode.no_grad():
-                if running_mean is not None:
-                    m = mean.detach().reshape(-1)
-                    inplace(running_mean, lambda a: a * (1 - momentum) + m * momentum)
-                if running_var is not None:
-                    v = var.detach().reshape(-1) * (n / (n - 1))
-                    inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
-    else:
+    if not training:
         y = (input - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
-    if weight is not None:
-        y = y * weight.reshape(cs)
-    return y if bias is None else y + bias.reshape(cs)
+        if weight is not None:
+            y = y * weight.reshape(cs)
+        return y if bias is None else y + bias.reshape(cs)
+    n = input.numel() // input.shape[1]
+    if n <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{_size_repr(input.shape)}")
+    from ..ops.creation import ones, zeros
+    from ..ops.registry import apply
+    c = input.shape[1]
+    w = ones(c, dtype=input.dtype) if weight is None else weight
+    b = zeros(c, dtype=input.dtype) if bias is None else bias
+    # one op (and one for its backward) instead of a dozen elementwise ops and reductions
+    y, mean, var = apply(_ops.batch_norm_train, input, w, b, eps=float(eps))
+    if running_mean is not None or running_var is not None:
+        with grad_mode.no_grad():
+            if running_mean is not None:
+                m = mean.detach()
+                inplace(running_mean, lambda a: a * (1 - momentum) + m * momentum)
+            if running_var is not None:
+                v = var.detach() * (n / (n - 1))
+                inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
+    return y
 
 
 def _size_repr(shape) -> str:
