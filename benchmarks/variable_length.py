@@ -156,18 +156,28 @@ def _jax_loss(p, tokens, targets):
     return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], -1))
 
 
-@jax.jit
-def _jax_step(state, tokens, targets):
-    params, m, v, t = state
-    loss, g = jax.value_and_grad(_jax_loss)(params, tokens, targets)
-    return loss, _adam_update(params, m, v, t, g, LR)
+def _jax_train_step(loss_fn):
+    """jax.jit of one Adam step on ``loss_fn``: ``(state, tokens, targets) -> (loss, state)``."""
+    @jax.jit
+    def step(state, tokens, targets):
+        params, m, v, t = state
+        loss, g = jax.value_and_grad(loss_fn)(params, tokens, targets)
+        return loss, _adam_update(params, m, v, t, g, LR)
+    return step
+
+
+def _jax_state():
+    p = jax_init()
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
+    return (p, zeros, zeros, 0)
+
+
+_jax_step = _jax_train_step(_jax_loss)
 
 
 def time_jax(data) -> tuple:
     """(total seconds, losses, seconds of the steps with a new length, seconds of the other steps)."""
-    p = jax_init()
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
-    state = (p, zeros, zeros, 0)
+    state = _jax_state()
     losses, seen, new_s, old_s = [], set(), 0.0, 0.0
     t0 = time.perf_counter()
     for tok, tgt in data:
@@ -199,19 +209,13 @@ def _jax_scan_loss(p, tokens, targets):
     return jnp.sum(nll * keep) / jnp.sum(keep)
 
 
-@jax.jit
-def _jax_scan_step(state, tokens, targets):
-    params, m, v, t = state
-    loss, g = jax.value_and_grad(_jax_scan_loss)(params, tokens, targets)
-    return loss, _adam_update(params, m, v, t, g, LR)
+_jax_scan_step = _jax_train_step(_jax_scan_loss)
 
 
 def time_jax_scan(data) -> tuple:
     """Hand-written JAX as a JAX expert writes it: lax.scan over time, lengths padded to multiples of
     BUCKET (padding targets ignored), one jax.jit executable per bucket. (total seconds, losses, buckets)"""
-    p = jax_init()
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
-    state, losses, seen = (p, zeros, zeros, 0), [], set()
+    state, losses, seen = _jax_state(), [], set()
     t0 = time.perf_counter()
     for tok, tgt in data:
         n = tok.shape[0]
