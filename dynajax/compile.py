@@ -171,22 +171,13 @@ class Compiled:
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
         st.compile_time -= t0
         st.compiles += 1
-        self._cache[plan.key] = exe
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        lru_put(self._cache, plan.key, exe, self.cache_size)
         return exe
 
     def _prefix_executable(self, key, eqns: list, cap: Capture):
         """Executable computing one value of a partly recorded step (a graph break), cached by its key."""
-        exe = self._prefix.get(key)
-        if exe is None:
-            exe = jax.jit(functools.partial(run_graph, eqns, list(cap.in_vars), cap.nvars, key[-1]))
-            self._prefix[key] = exe
-            if len(self._prefix) > self.cache_size:
-                self._prefix.popitem(last=False)
-        else:
-            self._prefix.move_to_end(key)
-        return exe
+        return lru_get(self._prefix, key, self.cache_size,
+                       lambda: jax.jit(functools.partial(run_graph, eqns, list(cap.in_vars), cap.nvars, key[-1])))
 
     # ------------------------------------------------------------ planning
     def _plan(self, cap: Capture, result, args) -> _Plan:
@@ -305,6 +296,24 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"<dynajax.compile of {getattr(self.fn, '__name__', self.fn)!r}: {len(self._cache)} executables>"
+
+
+def lru_put(cache, key, value, size: int) -> None:
+    """Insert into an LRU ``OrderedDict``, dropping the least recently used entry past ``size``."""
+    cache[key] = value
+    if len(cache) > size:
+        cache.popitem(last=False)
+
+
+def lru_get(cache, key, size: int, make):
+    """``cache[key]`` (now the most recently used), or ``make()`` inserted with :func:`lru_put`."""
+    value = cache.get(key)
+    if value is None:
+        value = make()
+        lru_put(cache, key, value, size)
+    else:
+        cache.move_to_end(key)
+    return value
 
 
 def _placement(cap: Capture):

@@ -365,17 +365,13 @@ class Layout:
             if sh is not s and sh != s:
                 cap.inputs[i] = _put(arr, s)
         key = (exe, tuple(ins))   # exe: the cached executable of this graph (identity; held while cached here)
-        sharded = self._exes.get(key)
-        if sharded is None:
-            outs = self.output_shardings(plan, cap, ins)
+        from .compile import lru_get
+
+        def make():
             d = plan.donate if donate else ()
-            sharded = jax.jit(exe.__wrapped__, out_shardings=outs, donate_argnums=(0,) if d else ())
-            self._exes[key] = sharded
-            if len(self._exes) > self.cache_size:
-                self._exes.popitem(last=False)
-        else:
-            self._exes.move_to_end(key)
-        return sharded
+            return jax.jit(exe.__wrapped__, out_shardings=self.output_shardings(plan, cap, ins),
+                           donate_argnums=(0,) if d else ())
+        return lru_get(self._exes, key, self.cache_size, make)
 
 
 def _arg_name(t: Tensor, args, kwargs) -> str:

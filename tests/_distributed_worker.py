@@ -21,6 +21,7 @@ if sys.argv[1] == "host":   # before anything starts JAX's backend
 import dynajax.nn as nn  # noqa: E402
 import dynajax.nn.functional as F  # noqa: E402
 from dynajax.distributed import PartitionSpec as P  # noqa: E402
+from helpers import train_step  # noqa: E402  (tests/, this script's directory, is first on sys.path)
 
 STEPS, BATCH = 10, 16
 
@@ -57,15 +58,7 @@ def train(kind: str, mesh=None, param_sharding=None, place=None, steps: int = ST
     """Losses of ``steps`` compiled steps, the final state as numpy, and the live model/optimizer/step
     (``batch(rows)`` makes the batch tensors)."""
     model, opt = setup(kind, place)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    compiled = dj.compile(step, mesh=mesh, param_sharding=param_sharding)
+    compiled = dj.compile(train_step(model, opt, F.cross_entropy), mesh=mesh, param_sharding=param_sharding)
     xs, ys = data(kind, steps)
     losses = []
     for x, y in zip(xs, ys):

@@ -181,3 +181,15 @@ def raises_like_torch(fn, exc, msg: str) -> None:
         with pytest.raises(exc) as info:
             fn(m)
         assert msg in str(info.value), f"{m.__name__} says: {info.value}"
+
+
+def train_step(model, opt, loss_fn):
+    """The usual training step ``step(x, y) -> loss`` (zero_grad, forward, backward, optimizer step),
+    eager or to be compiled by the test."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step

@@ -10,6 +10,7 @@ import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax import optim
 from dynajax.ops.registry import apply, op
+from helpers import train_step
 
 _XLA_COMPILES: list = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -25,19 +26,9 @@ def _mlp():
     return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
 
 
-def _make_step(model, opt, loss_fn):
-    def step(x, y):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 def _train(model, make_opt, loss_fn, y, compiled: bool, steps: int = 10, **kw):
     opt = make_opt(model.parameters())
-    step = _make_step(model, opt, loss_fn)
+    step = train_step(model, opt, loss_fn)
     if compiled:
         step = dj.compile(step, **kw)
     x = dj.tensor(X)
@@ -76,7 +67,7 @@ def test_a_cache_hit_compiles_nothing():
     # same executable again on the second call
     model = _mlp()
     opt = optim.Adam(model.parameters(), lr=0.01)
-    step = dj.compile(_make_step(model, opt, F.cross_entropy))
+    step = dj.compile(train_step(model, opt, F.cross_entropy))
     step(dj.tensor(X, device="cpu"), dj.tensor(Y)).item()
     n = len(_XLA_COMPILES)
     for _ in range(3):
@@ -175,7 +166,7 @@ def test_cache_size_is_respected():
 
 def test_verify_passes_on_correct_step():
     model = _mlp()
-    step = _make_step(model, optim.Adam(model.parameters(), lr=0.01), F.cross_entropy)
+    step = train_step(model, optim.Adam(model.parameters(), lr=0.01), F.cross_entropy)
     c = dj.compile(step, verify=True)
     ref = _train(_mlp(), lambda ps: optim.Adam(ps, lr=0.01), F.cross_entropy, dj.tensor(Y), False, steps=3)
     losses = [c(dj.tensor(X), dj.tensor(Y)).item() for _ in range(3)]
@@ -286,7 +277,7 @@ def _train_steps(make_model, make_opt, batches, loss_fn, compiled: bool):
     dj.manual_seed(3)
     model = make_model()
     opt = make_opt(model.parameters())
-    step = _make_step(model, opt, loss_fn)
+    step = train_step(model, opt, loss_fn)
     if compiled:
         step = dj.compile(step)
     dj.manual_seed(4)   # the dropout stream starts at the same place in both runs

@@ -14,7 +14,7 @@ import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax.utils.data import BucketBatchSampler, pad_sequence
-from helpers import assert_close
+from helpers import assert_close, train_step
 
 
 def _grads(model):
@@ -70,16 +70,8 @@ def test_24_identical_blocks_compile_as_a_scan_and_match_eager():
     twin = copy.deepcopy(model)
     opts = [dj.optim.SGD(m.parameters(), lr=0.1) for m in (model, twin)]
 
-    def make(m, opt):
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.mse_loss(m(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-    compiled = dj.compile(make(model, opts[0]))
-    eager = make(twin, opts[1])
+    compiled = dj.compile(train_step(model, opts[0], F.mse_loss))
+    eager = train_step(twin, opts[1], F.mse_loss)
     for _ in range(2):
         x, y = dj.randn(5, 4), dj.randn(5, 1)
         assert_close(compiled(x, y), eager(x, y), rtol=1e-5, atol=1e-6)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..ops.registry import apply, op
-from ._rnn_scan import _vjp_chain
+from ._rnn_scan import vjp_chain
 
 
 # ---------------------------------------------------------------- linear
@@ -203,7 +203,7 @@ def _bn_backward_impl(gy, gmean, gvar, x, mean, var, w, b, *, eps):
 
 batch_norm_train = op("batch_norm", nout=3, backward_name="NativeBatchNormBackward0")(_bn_impl)
 # one op for the whole backward; its inputs are all differentiable and its rule is jax.vjp of it
-_bn_backward = _vjp_chain("batch_norm_backward", _bn_backward_impl, 3, 8, 1)
+_bn_backward = vjp_chain("batch_norm_backward", _bn_backward_impl, 3, 8, 1)
 
 
 @batch_norm_train.defvjp

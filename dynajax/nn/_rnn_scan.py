@@ -80,7 +80,7 @@ def _unless_padding(m_t, run, skip):
     return jax.lax.cond(jnp.any(m_t), run, skip, None)
 
 
-def _vjp_chain(name: str, f, nout: int, ndiff: int, depth: int):
+def vjp_chain(name: str, f, nout: int, ndiff: int, depth: int):
     """Register op ``name`` running ``f(*args, **params)`` (``nout`` outputs; its first ``ndiff`` arguments
     differentiable, the rest not), whose rule is the op ``name_backward``: ``jax.vjp`` of this one, declared
     the same way down to ``depth`` levels (the last one has no rule)."""
@@ -94,7 +94,7 @@ def _vjp_chain(name: str, f, nout: int, ndiff: int, depth: int):
         _, vjp = jax.vjp(lambda *d: f(*d, *rest, **dict(inner)), *diff)
         return tuple(vjp(tuple(cts) if nout > 1 else cts[0]))
 
-    bwd = _vjp_chain(name + "_backward", bwd_impl, ndiff, nout + ndiff, depth - 1)
+    bwd = vjp_chain(name + "_backward", bwd_impl, ndiff, nout + ndiff, depth - 1)
 
     def rule(g, out, *args, **params):
         gs = tuple(g) if isinstance(g, tuple) else (g,)
@@ -162,8 +162,8 @@ def _lstm_backward_impl(g_ys, g_h, g_c, g_cs, gi, h0, c0, w_hh, b_hh, ys, cs, *m
 
 
 # second order: jax.vjp of the backward, every input but the mask differentiable
-_rnn_backward = _vjp_chain("rnn_scan_backward", _rnn_backward_impl, 4, 7, 1)
-_lstm_backward = _vjp_chain("lstm_scan_backward", _lstm_backward_impl, 5, 11, 1)
+_rnn_backward = vjp_chain("rnn_scan_backward", _rnn_backward_impl, 4, 7, 1)
+_lstm_backward = vjp_chain("lstm_scan_backward", _lstm_backward_impl, 5, 11, 1)
 
 
 def _rnn_rule(g, out, *args, **params):
