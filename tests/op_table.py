@@ -334,13 +334,29 @@ entry("batch_norm_backward_backward", vjp_of(lambda *a: _bn_vjp(*a)[0], wrt=(0, 
 # ---------------------------------------------------------------- fused optimizer updates (no VJP)
 from dynajax.optim._fused import adam_update, sgd_momentum_update  # noqa: E402
 
-_ADAM = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, step_size=0.05, bc2_sqrt=0.3)
-entry("adam_update", lambda p, g, m, v, t: adam_update(p, g, m, v, t, weight_decay=0.1, decoupled=True, **_ADAM),
-      lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S), r.uniform(0.1, 1.0, S),
-                 np.array(3.0)], order=0)
-entry("sgd_momentum_update", lambda p, g, b: sgd_momentum_update(p, g, b, lr=0.1, momentum=0.9, dampening=0.1,
-                                                                 weight_decay=0.01, nesterov=True),
-      lambda r: [r.standard_normal(S), r.standard_normal(S), r.standard_normal(S)], order=0)
+_ADAM = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8)
+
+
+def _two_params(k, extra=()):
+    """Inputs of a fused update of two parameters (shapes S and (3,)): ``k`` tensors each, then ``extra``."""
+    def gen(r):
+        return ([r.standard_normal(S) for _ in range(k - 1)] + [r.uniform(0.1, 1.0, S)]
+                + [r.standard_normal(3) for _ in range(k - 1)] + [r.uniform(0.1, 1.0, 3)] + list(extra))
+    return gen
+
+
+def _adam2(p1, g1, m1, v1, p2, g2, m2, v2, t1, t2):
+    out = adam_update([(p1, g1, m1, v1, t1, 0.05, 0.3), (p2, g2, m2, v2, t2, 0.02, 0.6)], weight_decay=0.1,
+                      decoupled=True, **_ADAM)
+    return [x for new in out for x in new]
+
+
+entry("adam_update", _adam2, _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
+entry("sgd_momentum_update",
+      lambda p1, g1, b1, p2, g2, b2: [x for new in sgd_momentum_update(
+          [(p1, g1, b1), (p2, g2, b2)], lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True)
+          for x in new],
+      _two_params(3), order=0)
 
 
 # ---------------------------------------------------------------- class-index NLL (linear in the log-probs)

@@ -1,23 +1,23 @@
-"""Fused per-parameter updates: one op for the whole Adam / SGD-momentum update of a parameter.
+"""Fused updates: one op for the whole Adam / SGD-momentum update of all of a group's parameters.
 
 Written op by op, an Adam update is ~12 ops per parameter, each a dispatch in
-eager mode and a recorded op under ``dynajax.compile``; as one op it is one of
-each. The arithmetic is the unfused update's, in the same order and with the
-same Python-computed constants, so results are bit-identical to it (and to
-PyTorch's single-tensor update, which the optimizer tests compare against).
-The updates run under ``no_grad`` and have no VJP.
+eager mode and a recorded op under ``dynajax.compile``; fused, it is one op
+for the group (PyTorch's ``foreach`` form): one dispatch eagerly, one recorded
+op (one shape lookup, one set of output Syms) when compiled, whatever the
+number of parameters. The arithmetic per parameter is the unfused update's, in
+the same order and with the same Python-computed constants, so results are
+bit-identical to it (and to PyTorch's single-tensor update, which the
+optimizer tests compare against). The updates run under ``no_grad`` and have
+no VJP.
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ..ops.registry import apply, op
+from ..ops.registry import VARIADIC, apply, op
 
 
-@op("adam_update", nout=4)
-def _adam(p, g, m, v, step, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, *, weight_decay):
-    """(p, m, v, step + 1) after one Adam step; ``weight_decay``: "" (none), "l2" (added to the gradient) or
-    "decoupled" (``wd`` is then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
+def _adam_one(p, g, m, v, step, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, weight_decay):
     if weight_decay == "decoupled":
         p = p * wd
     elif weight_decay == "l2":
@@ -28,30 +28,62 @@ def _adam(p, g, m, v, step, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, *, wei
     return p + (m / denom) * neg_step_size, m, v, step + 1
 
 
-@op("sgd_momentum_update", nout=2)
-def _sgd_momentum(p, g, buf, mu, c, neg_lr, wd, *, nesterov, l2):
-    """(p, momentum buffer) after one SGD step with an existing momentum buffer (``c = 1 - dampening``)."""
-    if l2:
-        g = g + p * wd
-    buf = buf * mu + g * c
-    g = g + buf * mu if nesterov else buf
-    return p + g * neg_lr, buf
+@op("adam_update", nout=VARIADIC)
+def _adam(*args, n, weight_decay):
+    """Inputs: ``p, g, m, v, step`` of each of the ``n`` parameters, then ``c1, b2, c2, eps, wd``, then
+    ``bc2_sqrt, neg_step_size`` of each parameter; outputs ``p, m, v, step + 1`` of each parameter.
+    ``weight_decay``: "" (none), "l2" (added to the gradient) or "decoupled" (``wd`` is then the factor
+    ``1 - lr * weight_decay`` applied to ``p`` first)."""
+    c1, b2, c2, eps, wd = args[5 * n:5 * n + 5]
+    per = args[5 * n + 5:]
+    out = []
+    for i in range(n):
+        p, g, m, v, step = args[5 * i:5 * i + 5]
+        out.extend(_adam_one(p, g, m, v, step, c1, b2, c2, per[2 * i], eps, per[2 * i + 1], wd, weight_decay))
+    return tuple(out)
+
+
+@op("sgd_momentum_update", nout=VARIADIC)
+def _sgd_momentum(*args, n, nesterov, l2):
+    """Inputs: ``p, g, buf`` of each of the ``n`` parameters (each with an existing momentum buffer), then
+    ``mu, c, neg_lr, wd`` (``c = 1 - dampening``); outputs ``p, buf`` of each parameter."""
+    mu, c, neg_lr, wd = args[3 * n:]
+    out = []
+    for i in range(n):
+        p, g, buf = args[3 * i:3 * i + 3]
+        if l2:
+            g = g + p * wd
+        buf = buf * mu + g * c
+        g = g + buf * mu if nesterov else buf
+        out.extend((p + g * neg_lr, buf))
+    return tuple(out)
 
 
 def fusable(*tensors) -> bool:
-    """The fused updates cover real floating tensors of one dtype and shape."""
+    """The fused updates cover real floating tensors of one dtype and shape (per parameter)."""
     v0 = tensors[0]._value
     dt, shape = v0.dtype, tuple(v0.shape)
     return dt.kind == "f" and all(t._value.dtype == dt and tuple(t._value.shape) == shape for t in tensors[1:])
 
 
-def adam_update(p, g, m, v, step, *, lr, b1, b2, eps, weight_decay, decoupled, step_size, bc2_sqrt):
+def _groups(flat: tuple, k: int) -> list:
+    return [flat[i:i + k] for i in range(0, len(flat), k)]
+
+
+def adam_update(params, *, lr, b1, b2, eps, weight_decay, decoupled):
+    """One fused Adam step of ``params``: a list of ``(p, g, m, v, step, step_size, bc2_sqrt)``; returns
+    ``(p, m, v, step)`` new values for each."""
     mode = "" if not weight_decay else ("decoupled" if decoupled else "l2")
     wd = 1 - lr * weight_decay if decoupled else weight_decay
-    return apply(_adam, p, g, m, v, step, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, -step_size, float(wd),
-                 weight_decay=mode)
+    tensors = [t for item in params for t in item[:5]]
+    per = [x for item in params for x in (item[6], -item[5])]
+    out = apply(_adam, *tensors, 1 - b1, b2, 1 - b2, eps, float(wd), *per, n=len(params), weight_decay=mode)
+    return _groups(out, 4)
 
 
-def sgd_momentum_update(p, g, buf, *, lr, momentum, dampening, weight_decay, nesterov):
-    return apply(_sgd_momentum, p, g, buf, momentum, 1 - dampening, -lr, float(weight_decay),
-                 nesterov=bool(nesterov), l2=bool(weight_decay))
+def sgd_momentum_update(params, *, lr, momentum, dampening, weight_decay, nesterov):
+    """One fused SGD-momentum step of ``params``: a list of ``(p, g, buf)``; returns ``(p, buf)`` for each."""
+    tensors = [t for item in params for t in item]
+    out = apply(_sgd_momentum, *tensors, momentum, 1 - dampening, -lr, float(weight_decay),
+                n=len(params), nesterov=bool(nesterov), l2=bool(weight_decay))
+    return _groups(out, 2)

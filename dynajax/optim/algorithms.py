@@ -33,6 +33,22 @@ class SGD(Optimizer):
                                       nesterov=nesterov, maximize=maximize, foreach=foreach,
                                       differentiable=differentiable, fused=fused))
 
+    def _update_group(self, items, group) -> None:
+        fused = []
+        for p, grad, state in items:
+            buf = state.get("momentum_buffer")
+            if group["momentum"] and buf is not None and fusable(p, grad, buf):
+                fused.append((p, grad, buf))
+            else:
+                self._update(p, grad, state, group)
+        if fused:
+            new = sgd_momentum_update(fused, lr=group["lr"], momentum=group["momentum"],
+                                      dampening=group["dampening"], weight_decay=group["weight_decay"],
+                                      nesterov=group["nesterov"])
+            for (p, _, buf), (new_p, new_buf) in zip(fused, new):
+                set_(buf, new_buf)
+                set_(p, new_p)
+
     def _update(self, p, grad, state, group) -> None:
         grad = _decay(grad, p, group["weight_decay"])
         mu = group["momentum"]
@@ -40,13 +56,6 @@ class SGD(Optimizer):
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = grad.clone().detach()
-            elif fusable(p, grad, buf):
-                new_p, new_buf = sgd_momentum_update(p, grad, buf, lr=group["lr"], momentum=mu,
-                                                     dampening=group["dampening"], weight_decay=0,
-                                                     nesterov=group["nesterov"])
-                set_(buf, new_buf)
-                set_(p, new_p)
-                return
             else:
                 set_(buf, buf * mu + grad * (1 - group["dampening"]))
             grad = grad + buf * mu if group["nesterov"] else buf
@@ -71,25 +80,39 @@ class Adam(Optimizer):
                                       differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay or self._decoupled))
 
-    def _update(self, p, grad, state, group) -> None:
+    def _update_group(self, items, group) -> None:
+        fused = []
+        b1, b2 = group["betas"]
+        lr = group["lr"]
+        for p, grad, state in items:
+            self._init_state(p, state, group)
+            if not group["amsgrad"] and fusable(p, grad, state["exp_avg"], state["exp_avg_sq"]) \
+                    and state["step"]._value.dtype.kind == "f":
+                t, step = self._next_step(state)
+                fused.append((p, grad, state["exp_avg"], state["exp_avg_sq"], t, lr / (1 - b1 ** step),
+                              (1 - b2 ** step) ** 0.5))
+            else:
+                self._update(p, grad, state, group)
+        if fused:
+            new = adam_update(fused, lr=lr, b1=b1, b2=b2, eps=group["eps"], weight_decay=group["weight_decay"],
+                              decoupled=group["decoupled_weight_decay"])
+            for (p, _, m, v, t, _, _), (new_p, new_m, new_v, new_t) in zip(fused, new):
+                for old, val in ((m, new_m), (v, new_v), (p, new_p), (t, new_t)):
+                    set_(old, val)
+
+    @staticmethod
+    def _init_state(p, state, group) -> None:
         if not state:
             state["step"] = tensor(0.0)
             state["exp_avg"] = state_zeros_like(p)
             state["exp_avg_sq"] = state_zeros_like(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = state_zeros_like(p)
+
+    def _update(self, p, grad, state, group) -> None:
+        self._init_state(p, state, group)
         b1, b2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        if not group["amsgrad"] and fusable(p, grad, m, v) and state["step"]._value.dtype.kind == "f":
-            t, step = self._next_step(state)
-            new_p, new_m, new_v, new_t = adam_update(
-                p, grad, m, v, t, lr=lr, b1=b1, b2=b2, eps=group["eps"], weight_decay=wd,
-                decoupled=group["decoupled_weight_decay"], step_size=lr / (1 - b1 ** step),
-                bc2_sqrt=(1 - b2 ** step) ** 0.5)
-            for old, new in ((m, new_m), (v, new_v), (p, new_p), (t, new_t)):
-                set_(old, new)
-            return
         step = self._step(state)
         if group["decoupled_weight_decay"]:
             if wd:

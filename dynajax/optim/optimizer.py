@@ -104,14 +104,22 @@ class Optimizer:
             with grad_mode.enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            items = []
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 g = p.grad.detach()
                 if group.get("maximize", False):
                     g = -g
-                self._update(p, g, self.state[p], group)
+                items.append((p, g, self.state[p]))
+            self._update_group(items, group)
         return loss
+
+    def _update_group(self, items: list, group: dict) -> None:
+        """Update one group's parameters, ``items`` a list of ``(param, grad, state)``: one ``_update``
+        each, unless the optimizer fuses them (Adam, SGD with momentum: one op for the group)."""
+        for p, g, state in items:
+            self._update(p, g, state, group)
 
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict) -> None:
         raise NotImplementedError
