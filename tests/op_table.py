@@ -259,7 +259,8 @@ entry("matmul", dj.matmul, two(normal(2, 3, 4), normal(4, 2)))
 entry("einsum", lambda a, b: dj.einsum("bij,jk->bik", a, b), two(normal(2, 3, 4), normal(4, 2)))
 
 # ---------------------------------------------------------------- nn
-entry("linear", F.linear, cat_inputs(normal(2, 3), normal(4, 3), normal(4)))
+entry("linear", F.linear, cat_inputs(normal(2, 3), normal(4, 3)))
+entry("linear_bias", F.linear, cat_inputs(normal(2, 5, 3), normal(4, 3), normal(4)))
 _conv = lambda x, w: F.conv2d(x, w, padding=1)  # noqa: E731
 entry("convolution", _conv, two(normal(1, 2, 4, 4), normal(3, 2, 3, 3)))
 entry("convolution_input_grad", vjp_of(_conv, wrt=(0,)),

@@ -38,9 +38,27 @@ def _linear_vjp_w(g, out, x, w):
 _linear.defvjp(_linear_vjp_x, _linear_vjp_w)  # per input: no input gradient for a data batch
 
 
-def linear_nobias(x, w):
-    """``x @ w.T`` over any leading dims of ``x``."""
-    return apply(_linear, x, w)
+@op("linear_bias", backward_name="AddmmBackward0")
+def _linear_bias(x, w, b):
+    return jnp.matmul(x, w.T) + b
+
+
+def _linear_bias_vjp_b(g, out, x, w, b):
+    return g.reshape(-1, g.shape[-1]).sum(0)
+
+
+# the same rules for x and w as without a bias: one recorded op per layer instead of a matmul and an add
+_linear_bias.defvjp(lambda g, out, x, w, b: _linear_vjp_x(g, out, x, w),
+                    lambda g, out, x, w, b: _linear_vjp_w(g, out, x, w), _linear_bias_vjp_b)
+
+
+def linear(x, w, b=None):
+    """``x @ w.T + b`` (``b`` None: no bias) over any leading dims of ``x``, one op."""
+    if b is None:
+        return apply(_linear, x, w)
+    if b.dim() != 1 or b.dtype != x.dtype or b.shape[0] != w.shape[0]:   # broadcasting/promotion as ``+``
+        return apply(_linear, x, w) + b
+    return apply(_linear_bias, x, w, b)
 
 
 # ---------------------------------------------------------------- convolution

@@ -50,8 +50,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_ops_shape2(input)} and "
                            f"{weight.shape[-1]}x{weight.shape[0]})")
-    out = _ops.linear_nobias(input, weight)
-    return out if bias is None else out + bias
+    return _ops.linear(input, weight, bias)
 
 
 def _c_name(d) -> str:
@@ -68,7 +67,7 @@ def _ops_shape2(x: Tensor) -> str:
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``y_k = x1 @ W_k @ x2 + b_k`` for ``weight`` of shape (out, in1, in2)."""
     o, n1, n2 = weight.shape
-    t = _ops.linear_nobias(input1, weight.permute(0, 2, 1).reshape(o * n2, n1))  # (..., o*n2)
+    t = _ops.linear(input1, weight.permute(0, 2, 1).reshape(o * n2, n1))  # (..., o*n2)
     t = t.reshape(*input1.shape[:-1], o, n2)
     out = (t * input2.unsqueeze(-2)).sum(-1)
     return out if bias is None else out + bias

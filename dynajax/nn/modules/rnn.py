@@ -10,7 +10,7 @@ from ..._bucketing import sequence_mask
 from ...ops.creation import empty, zeros
 from .. import functional as F
 from .. import init
-from .._ops import linear_nobias
+from .._ops import linear
 from .._rnn_scan import run_layer
 from ..parameter import Parameter
 from .module import Module
@@ -19,8 +19,7 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _proj(x, w, b):
-    y = linear_nobias(x, w)
-    return y if b is None else y + b
+    return linear(x, w, b)
 
 
 def _rnn_step(act):
