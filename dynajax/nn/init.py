@@ -40,11 +40,11 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 def _fill(tensor: Tensor, value) -> Tensor:
     """Write the array or Tensor ``value`` into ``tensor`` in place, unrecorded."""
     from .._tensor import _make
-    from ..ops.views import inplace
+    from ..ops.views import write
     import jax.numpy as jnp
     v = value if isinstance(value, Tensor) else _make(jnp.asarray(value, tensor._value.dtype))
     with grad_mode.no_grad():
-        return inplace(tensor, lambda a: v)
+        return write(tensor, v)
 
 
 def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:

@@ -318,8 +318,8 @@ def _fill_random(self: Tensor, kind: str, a, b, generator) -> Tensor:
 
 
 def _assign_nograd(self: Tensor, value) -> Tensor:
-    from .views import inplace
-    return inplace(self, lambda a: _make(value))
+    from .views import write
+    return write(self, _make(value))
 
 
 @method()
@@ -354,14 +354,14 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
 @method()
 def fill_(self: Tensor, value) -> Tensor:
     """Fill with ``value`` (a number or a 0-d tensor, whose gradient flows)."""
-    from .views import inplace
+    from .views import write
     if isinstance(value, Tensor):
         if value._value.ndim != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value._value.ndim} dimensions.")
         from .shape import expand
-        return inplace(self, lambda a: expand(value.to(self.dtype), self._value.shape))
-    return inplace(self, lambda a: _make(jnp.full(self._value.shape, value, self._value.dtype)))
+        return write(self, expand(value.to(self.dtype), self._value.shape))
+    return write(self, _make(jnp.full(self._value.shape, value, self._value.dtype)))
 
 
 @method()

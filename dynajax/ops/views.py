@@ -133,9 +133,15 @@ def inplace(t: Tensor, compute, opname: str = "") -> Tensor:
     if t._base is not None:
         t._sync()
     alias = _make(t._value, t._rg, t.grad_fn, t._out_idx)
-    r = compute(alias)
-    r = _cast_result(t, r, opname)
-    return assign(t, r)
+    return assign(t, _cast_result(t, compute(alias), opname))
+
+
+def write(t: Tensor, r: Tensor) -> Tensor:
+    """Write the value of ``r`` into ``t`` in place: :func:`inplace` for a result that does not read ``t``."""
+    _check_inplace_allowed(t)
+    if t._base is not None:
+        t._sync()
+    return assign(t, _cast_result(t, r, ""))
 
 
 def assign(t: Tensor, r: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
-from ..ops.views import inplace
+from ..ops.views import write
 
 
 class _Required:
@@ -21,7 +21,7 @@ required = _Required()
 
 def set_(t: Tensor, value: Tensor) -> Tensor:
     """Write ``value`` into ``t`` in place (no graph; bumps ``t``'s version)."""
-    return inplace(t, lambda a: value)
+    return write(t, value)
 
 
 class Optimizer:

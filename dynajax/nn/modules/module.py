@@ -53,13 +53,13 @@ def _addindent(s: str, n: int) -> str:
 
 def _assign_value(t: Tensor, value) -> None:
     """Write ``value`` into ``t`` in place without recording (bumps its version)."""
-    from ...ops.views import inplace
+    from ...ops.views import write
     src = _make(_value_of(value))
     if tuple(src._value.shape) != tuple(t._value.shape):
         raise RuntimeError(f"shape mismatch: copying a tensor of shape {list(src.shape)} into one of shape "
                            f"{list(t.shape)}")
     with grad_mode.no_grad():
-        inplace(t, lambda a: src)
+        write(t, src)
 
 
 class Module:
