@@ -156,7 +156,11 @@ def assign(t: Tensor, r: Tensor) -> Tensor:
         return t
     base, chain = t._base, t._view
     if DETACH in chain:
-        base._value = view_scatter.impl(base._value, r._value, chain=chain)
+        rv, bv = r._value, base._value
+        if rv.shape == bv.shape and rv.dtype == bv.dtype and all(step == DETACH for step in chain):
+            base._value = rv   # a detached alias covers its base: the write is its new value (no op to record)
+        else:
+            base._value = view_scatter.impl(bv, rv, chain=chain)
         base._vc[1] += 1
         t._value = r._value
         t._view_ver = base._vc[0] + base._vc[1]
