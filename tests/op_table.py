@@ -263,6 +263,8 @@ entry("linear", F.linear, cat_inputs(normal(2, 3), normal(4, 3)))
 entry("linear_bias", F.linear, cat_inputs(normal(2, 5, 3), normal(4, 3), normal(4)))
 _conv = lambda x, w: F.conv2d(x, w, padding=1)  # noqa: E731
 entry("convolution", _conv, two(normal(1, 2, 4, 4), normal(3, 2, 3, 3)))
+entry("convolution_bias", lambda x, w, b: F.conv2d(x, w, b, padding=1),
+      cat_inputs(normal(2, 2, 4, 4), normal(3, 2, 3, 3), normal(3)))
 entry("convolution_input_grad", vjp_of(_conv, wrt=(0,)),
       cat_inputs(normal(1, 2, 4, 4), normal(3, 2, 3, 3), normal(1, 3, 4, 4)))
 entry("convolution_weight_grad", vjp_of(_conv, wrt=(1,)),
@@ -327,6 +329,9 @@ def _bn_vjp(x, w, b, gy, gm, gv):
 _BN_IN = cat_inputs(normal(4, 3, 2, 2), normal(3), normal(3))
 _BN_CT = cat_inputs(normal(4, 3, 2, 2), normal(3), normal(3))
 entry("batch_norm", _bn, _BN_IN)
+entry("batch_norm_running_stats",
+      lambda rm, rv, m, v: dj.ops.registry.apply(dj.nn._ops.running_stats, rm, rv, m, v, 0.9, 0.1, 4 / 3),
+      cat_inputs(normal(3), uniform(0.5, 2.0, 3), normal(3), uniform(0.5, 2.0, 3)), order=0)
 entry("batch_norm_backward", _bn_vjp, cat_inputs(_BN_IN, _BN_CT), order=1)
 entry("batch_norm_backward_backward", vjp_of(lambda *a: _bn_vjp(*a)[0], wrt=(0, 1, 3, 5)),
       cat_inputs(_BN_IN, _BN_CT, normal(4, 3, 2, 2)), order=0)

@@ -102,6 +102,19 @@ def _conv_weight_grad_vjp(gg, out, x, gy, *, w_shape, **p):
     return apply(conv_input_grad, gy, gg, in_shape=tuple(x.shape), **p), apply(conv, x, gg, **p)
 
 
+@op("convolution_bias", backward_name="ConvolutionBackward0")
+def conv_bias(x, w, b, *, stride, padding, dilation, groups):
+    """A convolution plus its per-channel bias: one op per layer (the input/weight rules are the bias-free
+    op's)."""
+    y = _conv_impl(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return y + b.reshape((-1,) + (1,) * (x.ndim - 2))
+
+
+conv_bias.defvjp(lambda g, out, x, w, b, **p: apply(conv_input_grad, g, w, in_shape=tuple(x.shape), **p),
+                 lambda g, out, x, w, b, **p: apply(conv_weight_grad, x, g, w_shape=tuple(w.shape), **p),
+                 lambda g, out, x, w, b, **p: g.sum((0,) + tuple(range(2, g.dim()))))
+
+
 # ---------------------------------------------------------------- softmax family
 @op("softmax")
 def _softmax(x, *, dim):
@@ -227,6 +240,13 @@ _bn_backward = vjp_chain("batch_norm_backward", _bn_backward_impl, 3, 8, 1)
 @batch_norm_train.defvjp
 def _bn_vjp(g, out, x, w, b, *, eps):
     return tuple(apply(_bn_backward, *g, x, out[1], out[2], w, b, eps=eps))
+
+
+@op("batch_norm_running_stats", nout=2)
+def running_stats(rm, rv, mean, var, keep, momentum, unbias):
+    """BatchNorm's running-stat update, ``(rm, rv) * keep + (mean, var * unbias) * momentum``, as one op
+    (no VJP; ``keep = 1 - momentum``): the arithmetic of the op-by-op update, in its order."""
+    return rm * keep + mean * momentum, rv * keep + (var * unbias) * momentum
 
 
 # ---------------------------------------------------------------- piecewise-linear ops

@@ -11,7 +11,7 @@ from .._capture import is_recorded
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
-from ..ops.views import inplace
+from ..ops.views import inplace, write
 from . import _ops
 
 __all__ = [
@@ -102,9 +102,13 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, na
     else:
         pads = tuple((p, p) for p in _tuple(padding, nd, "padding"))
     from ..ops.registry import apply
-    out = apply(_ops.conv, input, weight, stride=stride, padding=pads, dilation=dilation, groups=int(groups))
-    if bias is not None:
-        out = out + bias.reshape(-1, *([1] * nd))
+    p = dict(stride=stride, padding=pads, dilation=dilation, groups=int(groups))
+    if bias is None:
+        out = apply(_ops.conv, input, weight, **p)
+    elif bias.dim() == 1 and bias.dtype == input.dtype and bias.shape[0] == weight.shape[0]:
+        out = apply(_ops.conv_bias, input, weight, bias, **p)
+    else:   # broadcasting and promotion as ``+``
+        out = apply(_ops.conv, input, weight, **p) + bias.reshape(-1, *([1] * nd))
     return out.squeeze(0) if unbatched else out
 
 
@@ -662,7 +666,14 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
     b = zeros(c, dtype=input.dtype) if bias is None else bias
     # one op (and one for its backward) instead of a dozen elementwise ops and reductions
     y, mean, var = apply(_ops.batch_norm_train, input, w, b, eps=float(eps))
-    if running_mean is not None or running_var is not None:
+    if running_mean is not None and running_var is not None and running_mean.dtype == running_var.dtype == \
+            mean.dtype and tuple(running_mean.shape) == tuple(running_var.shape) == (c,):
+        with grad_mode.no_grad():
+            rm, rv = apply(_ops.running_stats, running_mean, running_var, mean.detach(), var.detach(),
+                           1 - momentum, momentum, n / (n - 1))
+            write(running_mean, rm)
+            write(running_var, rv)
+    elif running_mean is not None or running_var is not None:
         with grad_mode.no_grad():
             if running_mean is not None:
                 m = mean.detach()
