@@ -1,8 +1,13 @@
-"""Per-op dispatch cost of dynajax eager vs a jitted single-op JAX call and PyTorch eager.
+"""Per-op dispatch cost of dynajax eager vs a jitted single-op JAX call and PyTorch eager, and the cost
+of recording one op under ``dynajax.compile``.
 
 Prints, side by side in one process, the median per-call time of an 8x8 float32
 add and matmul, with and without requires_grad, and the ratios the core issue
 targets: dynajax eager / jitted JAX <= 1.5 without grad, <= 2 with grad recording.
+The capture cost per recorded op is the slope of a compiled step's capture time
+over its number of ops (steps of 50 and 250 chained 8x8 multiplies by a weight
+that requires grad): what one more op costs to record, without the step's fixed
+costs (planning, write-back, dispatch), which compile_step.py reports per step.
 
     python benchmarks/op_overhead.py [--repeat 7] [--number 2000]
 """
@@ -51,6 +56,32 @@ def _measure(repeat: int, number: int) -> list:
     return rows
 
 
+def capture_us_per_op(lo: int = 50, hi: int = 250, calls: int = 30) -> float:
+    """Marginal capture time of one recorded op (an 8x8 multiply that records a grad node)."""
+    w = dj.randn(8, 8, requires_grad=True)
+    x = dj.randn(8, 8)
+
+    def chain(n):
+        def step(x):
+            h = x
+            for _ in range(n):
+                h = h * w
+            return h.sum()
+        return dj.compile(step)
+    medians = []
+    for n in (lo, hi):
+        f = chain(n)
+        for _ in range(3):
+            f(x)
+        times = []
+        for _ in range(calls):
+            c0 = f.stats.capture_time
+            f(x)
+            times.append(f.stats.capture_time - c0)
+        medians.append(statistics.median(times))
+    return (medians[1] - medians[0]) / (hi - lo) * 1e6
+
+
 def run(repeat: int = 7, number: int = 2000) -> list[dict]:
     """Rows for benchmarks/run_all.py: per-call microseconds of one 8x8 op (no compiled variant)."""
     out = []
@@ -58,6 +89,11 @@ def run(repeat: int = 7, number: int = 2000) -> list[dict]:
         common = {"unit": "us/call", "dynajax_compiled": None, "jax": tj}
         out.append({"workload": f"{name} 8x8 f32, no grad", "dynajax_eager": td, "torch": tp, **common})
         out.append({"workload": f"{name} 8x8 f32, requires_grad", "dynajax_eager": tg, "torch": tpg, **common})
+    mul = dict(zip(("jax", "torch"), next((r[1], r[5]) for r in _measure(3, number) if r[0] == "add")))
+    out.append({"workload": "capture: one more recorded op (8x8 mul, requires_grad) in a compiled step",
+                "unit": "us/op", "dynajax_eager": None, "dynajax_compiled": capture_us_per_op(), **mul,
+                "notes": "dynajax compiled = marginal capture time per recorded op (slope over 50 and 250 ops); "
+                         "hand-written JAX = one jitted add dispatch; PyTorch eager = one add with grad recording"})
     return out
 
 
@@ -74,6 +110,8 @@ def main() -> None:
         print(f"{name:8} {tj:8.2f} {td:9.2f} {tg:9.2f} {tp:7.2f} {tpg:10.2f} {td / tj:7.2f} {tg / tj:9.2f} "
               f"{td / tp:9.2f} {tg / tpg:13.2f}")
     print("targets: dj/jit <= 1.5, dj+g/jit <= 2.0")
+    print(f"dynajax.compile capture, one more recorded op (8x8 mul, requires_grad): {capture_us_per_op():.1f} us "
+          "(target <= 10)")
 
 
 if __name__ == "__main__":
