@@ -352,8 +352,7 @@ def _two_params(k, extra=()):
 
 
 def _adam2(p1, g1, m1, v1, p2, g2, m2, v2, t1, t2):
-    out = adam_update([(p1, g1, m1, v1, t1, 0.05, 0.3), (p2, g2, m2, v2, t2, 0.02, 0.6)], weight_decay=0.1,
-                      decoupled=True, **_ADAM)
+    out = adam_update([(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], weight_decay=0.1, decoupled=True, **_ADAM)
     return [x for new in out for x in new]
 
 

@@ -5,10 +5,12 @@ eager mode and a recorded op under ``dynajax.compile``; fused, it is one op
 for the group (PyTorch's ``foreach`` form): one dispatch eagerly, one recorded
 op (one shape lookup, one set of output Syms) when compiled, whatever the
 number of parameters. The arithmetic per parameter is the unfused update's, in
-the same order and with the same Python-computed constants, so results are
-bit-identical to it (and to PyTorch's single-tensor update, which the
-optimizer tests compare against). The updates run under ``no_grad`` and have
-no VJP.
+the same order; Adam's bias corrections are computed inside the op from the
+step tensor, in float64 as PyTorch computes them on the host (so a compiled
+step's key does not depend on step counts), and the results equal the earlier
+host-constant version bit for bit and PyTorch's single-tensor update within
+float32 rounding (the optimizer tests compare). The updates run under
+``no_grad`` and have no VJP.
 """
 from __future__ import annotations
 
@@ -17,7 +19,14 @@ import jax.numpy as jnp
 from ..ops.registry import VARIADIC, apply, op
 
 
-def _adam_one(p, g, m, v, step, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, weight_decay):
+def _adam_one(p, g, m, v, step, c1, b1, b2, c2, lr, eps, wd, weight_decay):
+    step = step + 1
+    # the bias corrections from the step tensor (in float64, as PyTorch computes them on the host), so the
+    # op's inputs do not depend on each parameter's step count: parameters that skip updates (a branch a
+    # batch does not take) do not change a compiled step's key
+    t = step.astype(jnp.float64)
+    neg_step_size = (-lr / (1 - b1 ** t)).astype(p.dtype)
+    bc2_sqrt = jnp.sqrt(1 - b2 ** t).astype(p.dtype)
     if weight_decay == "decoupled":
         p = p * wd
     elif weight_decay == "l2":
@@ -25,21 +34,18 @@ def _adam_one(p, g, m, v, step, c1, b2, c2, bc2_sqrt, eps, neg_step_size, wd, we
     m = m + (g - m) * c1
     v = v * b2 + g * g * c2
     denom = jnp.sqrt(v) / bc2_sqrt + eps
-    return p + (m / denom) * neg_step_size, m, v, step + 1
+    return p + (m / denom) * neg_step_size, m, v, step
 
 
 @op("adam_update", nout=VARIADIC)
 def _adam(*args, n, weight_decay):
-    """Inputs: ``p, g, m, v, step`` of each of the ``n`` parameters, then ``c1, b2, c2, eps, wd``, then
-    ``bc2_sqrt, neg_step_size`` of each parameter; outputs ``p, m, v, step + 1`` of each parameter.
-    ``weight_decay``: "" (none), "l2" (added to the gradient) or "decoupled" (``wd`` is then the factor
-    ``1 - lr * weight_decay`` applied to ``p`` first)."""
-    c1, b2, c2, eps, wd = args[5 * n:5 * n + 5]
-    per = args[5 * n + 5:]
+    """Inputs: ``p, g, m, v, step`` of each of the ``n`` parameters, then ``c1, b1, b2, c2, lr, eps, wd``;
+    outputs ``p, m, v, step + 1`` of each parameter. ``weight_decay``: "" (none), "l2" (added to the
+    gradient) or "decoupled" (``wd`` is then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
+    consts = args[5 * n:]
     out = []
     for i in range(n):
-        p, g, m, v, step = args[5 * i:5 * i + 5]
-        out.extend(_adam_one(p, g, m, v, step, c1, b2, c2, per[2 * i], eps, per[2 * i + 1], wd, weight_decay))
+        out.extend(_adam_one(*args[5 * i:5 * i + 5], *consts, weight_decay))
     return tuple(out)
 
 
@@ -71,13 +77,12 @@ def _groups(flat: tuple, k: int) -> list:
 
 
 def adam_update(params, *, lr, b1, b2, eps, weight_decay, decoupled):
-    """One fused Adam step of ``params``: a list of ``(p, g, m, v, step, step_size, bc2_sqrt)``; returns
-    ``(p, m, v, step)`` new values for each."""
+    """One fused Adam step of ``params``: a list of ``(p, g, m, v, step)``; returns ``(p, m, v, step)`` new
+    values for each."""
     mode = "" if not weight_decay else ("decoupled" if decoupled else "l2")
     wd = 1 - lr * weight_decay if decoupled else weight_decay
-    tensors = [t for item in params for t in item[:5]]
-    per = [x for item in params for x in (item[6], -item[5])]
-    out = apply(_adam, *tensors, 1 - b1, b2, 1 - b2, eps, float(wd), *per, n=len(params), weight_decay=mode)
+    tensors = [t for item in params for t in item]
+    out = apply(_adam, *tensors, 1 - b1, b1, b2, 1 - b2, lr, eps, float(wd), n=len(params), weight_decay=mode)
     return _groups(out, 4)
 
 

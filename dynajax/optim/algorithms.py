@@ -88,15 +88,13 @@ class Adam(Optimizer):
             self._init_state(p, state, group)
             if not group["amsgrad"] and fusable(p, grad, state["exp_avg"], state["exp_avg_sq"]) \
                     and state["step"]._value.dtype.kind == "f":
-                t, step = self._next_step(state)
-                fused.append((p, grad, state["exp_avg"], state["exp_avg_sq"], t, lr / (1 - b1 ** step),
-                              (1 - b2 ** step) ** 0.5))
+                fused.append((p, grad, state["exp_avg"], state["exp_avg_sq"], state["step"]))
             else:
                 self._update(p, grad, state, group)
         if fused:
             new = adam_update(fused, lr=lr, b1=b1, b2=b2, eps=group["eps"], weight_decay=group["weight_decay"],
                               decoupled=group["decoupled_weight_decay"])
-            for (p, _, m, v, t, _, _), (new_p, new_m, new_v, new_t) in zip(fused, new):
+            for (p, _, m, v, t), (new_p, new_m, new_v, new_t) in zip(fused, new):
                 for old, val in ((m, new_m), (v, new_v), (p, new_p), (t, new_t)):
                     set_(old, val)
 
