@@ -662,7 +662,8 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
     w = ones(c, dtype=input.dtype) if weight is None else weight
     b = zeros(c, dtype=input.dtype) if bias is None else bias
     # one op (and one for its backward) instead of a dozen elementwise ops and reductions
-    y, mean, var = apply(_ops.batch_norm_train, input, w, b, eps=float(eps))
+    y, mean, var = apply(_ops.batch_norm_train, input, w, b, eps=float(eps),
+                         channels_last=input.dim() > 2 and _ops.whole_program())
     if running_mean is not None or running_var is not None:
         with grad_mode.no_grad():
             if running_mean is not None:
