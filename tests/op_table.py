@@ -316,14 +316,16 @@ from dynajax.ops.registry import apply as _apply  # noqa: E402
 
 
 def _bn(x, w, b):
-    """The op's three outputs (normalized, batch mean, batch variance), so every cotangent is checked."""
-    return tuple(_apply(_nn_ops.batch_norm_train, x, w, b, eps=1e-5))
+    """The op's three outputs (normalized, batch mean, batch variance), so every cotangent is checked, in
+    both layouts it computes in (channel-first eagerly, channels-last inside a whole program)."""
+    return tuple(o for cl in (False, True)
+                 for o in _apply(_nn_ops.batch_norm_train, x, w, b, eps=1e-5, channels_last=cl))
 
 
 def _bn_vjp(x, w, b, gy, gm, gv):
     for t in (x, w, b):
         t.requires_grad_(True)
-    return dj.autograd.grad(_bn(x, w, b), (x, w, b), (gy, gm, gv), create_graph=True)
+    return dj.autograd.grad(_bn(x, w, b), (x, w, b), (gy, gm, gv) * 2, create_graph=True)
 
 
 _BN_IN = cat_inputs(normal(4, 3, 2, 2), normal(3), normal(3))

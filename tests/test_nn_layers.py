@@ -128,13 +128,15 @@ def test_fused_ops_gradcheck_second_order():
 @pytest.mark.parametrize("shape,kw", [((2, 3, 8, 8), {"kernel_size": 2}), ((2, 3, 9, 7), {"kernel_size": 2}),
                                       ((1, 2, 9, 9), {"kernel_size": 3}), ((2, 2, 7, 7), {"kernel_size": 3, "stride": 3,
                                                                                            "ceil_mode": True}),
-                                      ((2, 3, 6, 6), {"kernel_size": 2, "stride": 1})])
+                                      ((2, 3, 6, 6), {"kernel_size": 2, "stride": 1}), ((3, 6, 4), {"kernel_size": 2}),
+                                      ((2, 3, 6, 9), {"kernel_size": (2, 3)})])
 def test_max_pool_gradient_goes_to_first_max_like_torch(shape, kw):
-    """Windows that tile the input use an argmax formula instead of select-and-scatter; ties (whole windows of
-    zeros after ReLU, repeated values) must still send the gradient to the first maximum, as PyTorch does."""
+    """Windows that tile the input use a first-maximum formula over window slices instead of select-and-scatter
+    (batched, unbatched, non-square windows, a cropped remainder); ties (whole windows of zeros after ReLU,
+    repeated values) must still send the gradient to the first maximum, as PyTorch does."""
     x = np.round(randn(*shape), 1)
-    x[:, :, :2, :2] = 0.0
-    x[0, 0, 2:4, 2:4] = 0.5
+    x[..., :2, :2] = 0.0
+    x.reshape(-1, *shape[-2:])[0, 2:4, 2:4] = 0.5
     compare(lambda x: F.max_pool2d(F.relu(x), **kw), lambda x: torch.nn.functional.max_pool2d(x.relu(), **kw), x)
 
 

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..ops import registry
 from ..ops.registry import apply, op
 from ._rnn_scan import vjp_chain
 
@@ -201,35 +202,59 @@ nll_index.defvjp(lambda g, out, logp, target, **p: (
 nll_index_backward.defvjp(lambda gg, out, g, target, *, C, **p: (apply(nll_index, gg, target, **p), None))
 
 
+# ---------------------------------------------------------------- layout
+def whole_program() -> bool:
+    """True while dynajax records a whole program (``compile``, ``lower``): its ops then become one
+    XLA executable, inside which XLA:CPU keeps convolution activations NHWC whatever the API says."""
+    return bool(registry._hooks)
+
+
+def to_channels_last(x, axis: int = 1):
+    """``x`` with its channel dim ``axis`` moved last. Inside one executable, ops between convolutions
+    that compute channels-last (and move the dim back at the end) leave only transposes that cancel
+    against the convolutions' own, so XLA keeps their arrays in the convolutions' NHWC layout."""
+    return jnp.moveaxis(x, axis, -1)
+
+
+def from_channels_last(x, axis: int = 1):
+    """Inverse of :func:`to_channels_last`."""
+    return jnp.moveaxis(x, -1, axis)
+
+
 # ---------------------------------------------------------------- batch normalization (training)
-def _bn_axes(x):
-    """The reduced dims of batch norm (all but the channel dim 1) and the shape a (C,) vector broadcasts as."""
-    return (0,) + tuple(range(2, x.ndim)), (-1,) + (1,) * (x.ndim - 2)
+def _bn_view(x, channels_last: bool):
+    """``x`` (N, C, ...) as batch norm computes on it: ``(view, reduced dims, the shape a (C,) vector
+    broadcasts as, the map from the view back to x's layout)``. Channels-last is for whole programs;
+    eagerly (one executable per op, NCHW buffers at its boundary) the transposes would cost more."""
+    if channels_last:
+        return to_channels_last(x), tuple(range(x.ndim - 1)), (-1,), from_channels_last
+    return x, (0,) + tuple(range(2, x.ndim)), (-1,) + (1,) * (x.ndim - 2), lambda a: a
 
 
-def _bn_impl(x, w, b, *, eps):
+def _bn_impl(x, w, b, *, eps, channels_last=False):
     """Batch norm of (N, C, ...) ``x`` over its batch statistics, scaled by ``w`` and shifted by ``b``:
     ``(y, mean, var)`` with the (C,) batch mean and biased variance."""
-    dims, cs = _bn_axes(x)
+    x, dims, cs, back = _bn_view(x, channels_last)
     mean = x.mean(dims)
     xc = x - mean.reshape(cs)
     var = (xc * xc).mean(dims)
-    return xc * jax.lax.rsqrt(var + eps).reshape(cs) * w.reshape(cs) + b.reshape(cs), mean, var
+    return back(xc * jax.lax.rsqrt(var + eps).reshape(cs) * w.reshape(cs) + b.reshape(cs)), mean, var
 
 
-def _bn_backward_impl(gy, gmean, gvar, x, mean, var, w, b, *, eps):
+def _bn_backward_impl(gy, gmean, gvar, x, mean, var, w, b, *, eps, channels_last=False):
     """Cotangents of ``x, w, b`` of :func:`_bn_impl`, the closed form: with ``xhat`` the normalized
     input and ``gh = gy * w``, ``dx = rsqrt(var + eps) * (gh - mean(gh) - xhat * mean(gh * xhat))``,
     plus what the mean and variance outputs' cotangents add."""
-    dims, cs = _bn_axes(x)
-    n = x.size // x.shape[1]
+    x, dims, cs, back = _bn_view(x, channels_last)
+    gy = _bn_view(gy, channels_last)[0]
+    n = x.size // mean.shape[0]
     invstd = jax.lax.rsqrt(var + eps).reshape(cs)
     xc = x - mean.reshape(cs)
     xhat = xc * invstd
     gh = gy * w.reshape(cs)
     dx = invstd * (gh - gh.mean(dims).reshape(cs) - xhat * (gh * xhat).mean(dims).reshape(cs))
     dx = dx + (gmean / n).reshape(cs) + xc * (gvar * (2.0 / n)).reshape(cs)
-    return dx, (gy * xhat).sum(dims), gy.sum(dims)
+    return back(dx), (gy * xhat).sum(dims), gy.sum(dims)
 
 
 batch_norm_train = op("batch_norm", nout=3, backward_name="NativeBatchNormBackward0")(_bn_impl)
@@ -238,8 +263,8 @@ _bn_backward = vjp_chain("batch_norm_backward", _bn_backward_impl, 3, 8, 1)
 
 
 @batch_norm_train.defvjp
-def _bn_vjp(g, out, x, w, b, *, eps):
-    return tuple(apply(_bn_backward, *g, x, out[1], out[2], w, b, eps=eps))
+def _bn_vjp(g, out, x, w, b, **p):
+    return tuple(apply(_bn_backward, *g, x, out[1], out[2], w, b, **p))
 
 
 @op("batch_norm_running_stats", nout=2)
@@ -306,7 +331,7 @@ def _window_slices(x, kernel, stride, dilation, pads, outs):
 
 def _max_pool_impl(x, *, kernel, stride, padding, dilation, ceil_mode):
     p = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation, "ceil_mode": ceil_mode}
-    if _tiles(x, **p) is not None:   # JAX's own autodiff (compile's backward) takes the fast VJP too
+    if _Tiling.of(x, **p) is not None:   # JAX's own autodiff (compile's backward) takes the fast VJP too
         return _tiled_max_pool(x, tuple(p.items()))
     return _max_pool_window(x, **p)
 
@@ -325,58 +350,102 @@ def _max_pool_window(x, *, kernel, stride, padding, dilation, ceil_mode):
                                  window_dilation=lead + dilation)
 
 
-def _tiles(x, kernel, stride, padding, dilation, ceil_mode):
-    """For a max pool whose windows tile the input (stride == kernel, no padding or dilation):
-    ``(windows, undo)`` with ``windows`` of shape (..., *outs, prod(kernel)) and ``undo`` mapping such
-    an array back to ``x``'s shape (zeros where no window reaches); None for other pools."""
-    nd = len(kernel)
-    if tuple(stride) != tuple(kernel) or any(padding) or any(d != 1 for d in dilation):
-        return None
-    pads, outs = _pool_pads(x, kernel, stride, padding, dilation, ceil_mode)
-    if any(hi for _, hi in pads):
-        return None
-    lead, sp = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
-    nl = len(lead)
-    split = lead + tuple(d for o, k in zip(outs, kernel) for d in (o, k))
-    perm = tuple(range(nl)) + tuple(nl + 2 * i for i in range(nd)) + tuple(nl + 2 * i + 1 for i in range(nd))
-    inv = tuple(np.argsort(perm))
-    crop = (Ellipsis,) + tuple(slice(0, o * k) for o, k in zip(outs, kernel))
+class _Tiling:
+    """A max pool whose windows tile the input (stride == kernel, no padding or dilation; a floor-mode
+    remainder is cropped), computed channels-last: ``x`` (..., C, *spatial) is viewed as
+    (..., o0, k0, o1, k1, ..., C), where each window entry is a plain slice. The maximum, the first
+    maximum's offset and the gradient's scatter are then elementwise over those slices, which XLA
+    fuses in the convolutions' layout (no reduce_window, no select_and_scatter, no argmax)."""
 
-    def windows(a):
-        return a[crop].reshape(split).transpose(perm).reshape(lead + tuple(outs) + (-1,))
+    def __init__(self, x, kernel, outs):
+        self.nd, self.kernel, self.outs = len(kernel), tuple(kernel), tuple(outs)
+        self.c = x.ndim - self.nd - 1          # the channel dim (-1: none, all dims pooled)
+        self.sp = x.shape[x.ndim - self.nd:]
 
-    def undo(w):
-        y = w.reshape(lead + tuple(outs) + tuple(kernel)).transpose(inv).reshape(
-            lead + tuple(o * k for o, k in zip(outs, kernel)))
-        return jnp.pad(y, [(0, 0)] * nl + [(0, L - o * k) for L, o, k in zip(sp, outs, kernel)])
-    return windows, undo
+    @classmethod
+    def of(cls, x, kernel, stride, padding, dilation, ceil_mode):
+        """The tiling of this pool, or None where its windows do not tile the input."""
+        if tuple(stride) != tuple(kernel) or any(padding) or any(d != 1 for d in dilation):
+            return None
+        pads, outs = _pool_pads(x, kernel, stride, padding, dilation, ceil_mode)
+        return None if any(hi for _, hi in pads) else cls(x, kernel, outs)
 
+    def to_cl(self, a):
+        return to_channels_last(a, self.c) if self.c >= 0 else a
 
-def _first_max(w):
-    """One-hot (same dtype) of the first maximum along the last axis: where PyTorch routes a max pool's
-    gradient (XLA's select-and-scatter is several times slower on CPU)."""
-    return jax.nn.one_hot(jnp.argmax(w, -1), w.shape[-1], dtype=w.dtype)
+    def from_cl(self, a):
+        return from_channels_last(a, self.c) if self.c >= 0 else a
+
+    def _b(self):
+        """Index of the first spatial dim in the channels-last view."""
+        return max(self.c, 0)
+
+    def entries(self, a):
+        """The window entries of ``a`` (x's shape), channels-last, in row-major offset order (the order
+        PyTorch scans a window in): entry ``i`` is (..., *outs, C)."""
+        a, b = self.to_cl(a), self._b()
+        a = a[(slice(None),) * b + tuple(slice(0, o * k) for o, k in zip(self.outs, self.kernel))]
+        split = a.shape[:b] + tuple(d for o, k in zip(self.outs, self.kernel) for d in (o, k)) \
+            + a.shape[b + self.nd:]
+        a = a.reshape(split)
+        return [a[(slice(None),) * b + tuple(q for o in offs for q in (slice(None), o))]
+                for offs in np.ndindex(*self.kernel)]
+
+    def max_first(self, x):
+        """Each window's maximum and the offset (int8 where it fits) of its first maximum, channels-last;
+        a NaN counts as a maximum, as in PyTorch."""
+        es = self.entries(x)
+        m = functools.reduce(jnp.maximum, es)
+        dt = jnp.int8 if len(es) <= 127 else jnp.int32
+        first = jnp.full(m.shape, len(es) - 1, dt)      # no earlier entry hit: the last one is the max
+        for i in range(len(es) - 2, -1, -1):
+            hit = es[i] == m
+            if jnp.issubdtype(x.dtype, jnp.floating):
+                hit = hit | jnp.isnan(es[i])
+            first = jnp.where(hit, jnp.asarray(i, dt), first)
+        return m, first
+
+    def scatter(self, first, g):
+        """x-shaped array with each window's ``g`` (channels-last) at its ``first`` offset, zeros
+        elsewhere (and in a cropped remainder)."""
+        b, nd = self._b(), self.nd
+        spread = tuple(b + 2 * i + 1 for i in range(nd))     # the within-window dims of the split view
+        rank = b + 2 * nd + (1 if self.c >= 0 else 0)
+        pos = jnp.zeros((), jnp.int32)                       # each position's offset within its window
+        for d, k in zip(spread, self.kernel):
+            pos = pos * k + jax.lax.broadcasted_iota(jnp.int32, tuple(k if j == d else 1 for j in range(rank)), d)
+        dx = jnp.where(pos == jnp.expand_dims(first, spread).astype(jnp.int32), jnp.expand_dims(g, spread),
+                       jnp.zeros((), g.dtype))
+        full = tuple(o * k for o, k in zip(self.outs, self.kernel))
+        dx = dx.reshape(dx.shape[:b] + full + dx.shape[b + 2 * nd:])
+        pads = [(0, 0)] * dx.ndim
+        pads[b:b + nd] = [(0, L - f) for L, f in zip(self.sp, full)]
+        return self.from_cl(jnp.pad(dx, pads))
 
 
 def _max_pool_vjp(g, x, **p):
-    t = _tiles(x, **p)
+    t = _Tiling.of(x, **p)
     if t is None:
         return None
-    windows, undo = t
-    return undo(_first_max(windows(x)) * g[..., None])
+    return t.scatter(t.max_first(x)[1], t.to_cl(g))
 
 
-def _max_pool_jvp(t, x, **p):
-    tl = _tiles(x, **p)
-    if tl is None:
+def _max_pool_jvp(tan, x, **p):
+    t = _Tiling.of(x, **p)
+    if t is None:
         return None
-    windows, _ = tl
-    return jnp.sum(_first_max(windows(x)) * windows(t), -1)
+    first = t.max_first(x)[1]
+    es = t.entries(tan)
+    r = es[0]
+    for i in range(1, len(es)):
+        r = jnp.where(first == i, es[i], r)
+    return t.from_cl(r)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
 def _tiled_max_pool(x, p):
-    return _max_pool_window(x, **dict(p))
+    t = _Tiling.of(x, **dict(p))
+    return t.from_cl(t.max_first(x)[0])
 
 
 _tiled_max_pool.defvjp(lambda x, p: (_tiled_max_pool(x, p), x),

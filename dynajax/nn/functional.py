@@ -665,7 +665,8 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
     w = ones(c, dtype=input.dtype) if weight is None else weight
     b = zeros(c, dtype=input.dtype) if bias is None else bias
     # one op (and one for its backward) instead of a dozen elementwise ops and reductions
-    y, mean, var = apply(_ops.batch_norm_train, input, w, b, eps=float(eps))
+    y, mean, var = apply(_ops.batch_norm_train, input, w, b, eps=float(eps),
+                         channels_last=input.dim() > 2 and _ops.whole_program())
     if running_mean is not None and running_var is not None and running_mean.dtype == running_var.dtype == \
             mean.dtype and tuple(running_mean.shape) == tuple(running_var.shape) == (c,):
         with grad_mode.no_grad():
