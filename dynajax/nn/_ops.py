@@ -27,11 +27,11 @@ def _linear(x, w):
     return jnp.matmul(x, w.T)
 
 
-def _linear_vjp_x(g, out, x, w):
+def _linear_vjp_x(g, out, x, w, *bias):   # ``bias``: linear_bias's third input (its own rule)
     return apply(_linear, g, w.t())
 
 
-def _linear_vjp_w(g, out, x, w):
+def _linear_vjp_w(g, out, x, w, *bias):
     g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
     return apply(_linear, g2.t(), x2.t())
 
@@ -49,8 +49,7 @@ def _linear_bias_vjp_b(g, out, x, w, b):
 
 
 # the same rules for x and w as without a bias: one recorded op per layer instead of a matmul and an add
-_linear_bias.defvjp(lambda g, out, x, w, b: _linear_vjp_x(g, out, x, w),
-                    lambda g, out, x, w, b: _linear_vjp_w(g, out, x, w), _linear_bias_vjp_b)
+_linear_bias.defvjp(_linear_vjp_x, _linear_vjp_w, _linear_bias_vjp_b)
 
 
 def linear(x, w, b=None):
@@ -89,8 +88,15 @@ def conv_weight_grad(x, g, *, w_shape, stride, padding, dilation, groups):
     return jax.vjp(f, jnp.zeros(w_shape, g.dtype))[1](g)[0]
 
 
-conv.defvjp(lambda g, out, x, w, **p: apply(conv_input_grad, g, w, in_shape=tuple(x.shape), **p),
-            lambda g, out, x, w, **p: apply(conv_weight_grad, x, g, w_shape=tuple(w.shape), **p))
+def _conv_vjp_x(g, out, x, w, *bias, **p):   # ``bias``: convolution_bias's third input (its own rule)
+    return apply(conv_input_grad, g, w, in_shape=tuple(x.shape), **p)
+
+
+def _conv_vjp_w(g, out, x, w, *bias, **p):
+    return apply(conv_weight_grad, x, g, w_shape=tuple(w.shape), **p)
+
+
+conv.defvjp(_conv_vjp_x, _conv_vjp_w)
 
 
 @conv_input_grad.defvjp
@@ -111,9 +117,7 @@ def conv_bias(x, w, b, *, stride, padding, dilation, groups):
     return y + b.reshape((-1,) + (1,) * (x.ndim - 2))
 
 
-conv_bias.defvjp(lambda g, out, x, w, b, **p: apply(conv_input_grad, g, w, in_shape=tuple(x.shape), **p),
-                 lambda g, out, x, w, b, **p: apply(conv_weight_grad, x, g, w_shape=tuple(w.shape), **p),
-                 lambda g, out, x, w, b, **p: g.sum((0,) + tuple(range(2, g.dim()))))
+conv_bias.defvjp(_conv_vjp_x, _conv_vjp_w, lambda g, out, x, w, b, **p: g.sum((0,) + tuple(range(2, g.dim()))))
 
 
 # ---------------------------------------------------------------- softmax family
