@@ -137,7 +137,9 @@ def test_full_transformer_matches_torch():
 @pytest.mark.parametrize("mode", ["RNN_TANH", "RNN_RELU", "GRU", "LSTM"])
 def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked):
     """The recurrences' backward op (a reverse scan over the saved states) against jax.vjp of the
-    forward scan, in float64, with a step masked for every row (a skipped padding step) when masked."""
+    forward scan, in float64, with a step masked for every row (a skipped padding step) when masked.
+    Every output gets a random cotangent, the residuals (LSTM cell states, the saved projections
+    ``h W_hh^T + b_hh``) included."""
     import jax
     from dynajax.nn import _rnn_scan as R
     r = np.random.default_rng(3)
@@ -155,8 +157,8 @@ def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked):
     cts = [r.standard_normal(np.shape(o)) for o in out]
     want = vjp(tuple(cts))
     if lstm:
-        got = R._lstm_backward_impl(*cts, gi, h0, c0, w, b, out[0], out[3], *extra, **kw)
+        got = R._lstm_backward_impl(*cts, gi, h0, c0, w, out[0], out[3], out[4], *extra, **kw)
     else:
-        got = R._rnn_backward_impl(*cts, gi, h0, w, b, out[0], *extra, **kw)
+        got = R._rnn_backward_impl(*cts, gi, h0, w, out[0], out[2], *extra, **kw)
     for g, e in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-10, atol=1e-12)
