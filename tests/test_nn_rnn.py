@@ -133,13 +133,15 @@ def test_full_transformer_matches_torch():
                  atol=1e-5)
 
 
+@pytest.mark.parametrize("only_ys", [False, True])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("mode", ["RNN_TANH", "RNN_RELU", "GRU", "LSTM"])
-def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked):
+def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked, only_ys):
     """The recurrences' backward op (a reverse scan over the saved states) against jax.vjp of the
     forward scan, in float64, with a step masked for every row (a skipped padding step) when masked.
     Every output gets a random cotangent, the residuals (LSTM cell states, the saved projections
-    ``h W_hh^T + b_hh``) included."""
+    ``h W_hh^T + b_hh``) included; or (only_ys) only the outputs ``ys`` do, the others are given to the
+    backward as absent (None, as the engine passes them) and to jax.vjp as zeros."""
     import jax
     from dynajax.nn import _rnn_scan as R
     r = np.random.default_rng(3)
@@ -154,11 +156,14 @@ def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked):
     extra = (mask,) if masked else ()
     kw = dict(mode=mode, reverse=False, has_mask=masked)
     out, vjp = jax.vjp(lambda gi, *p: R._rnn_impl(gi, *p, *extra, **kw), gi, *state, w, b)
-    cts = [r.standard_normal(np.shape(o)) for o in out]
+    cts = [r.standard_normal(np.shape(o)) if i == 0 or not only_ys else np.zeros(np.shape(o))
+           for i, o in enumerate(out)]
     want = vjp(tuple(cts))
+    given = tuple(i == 0 or not only_ys for i in range(len(out)))
+    cts = [c for c, g in zip(cts, given) if g]
     if lstm:
-        got = R._lstm_backward_impl(*cts, gi, h0, c0, w, out[0], out[3], out[4], *extra, **kw)
+        got = R._lstm_backward_impl(*cts, gi, h0, c0, w, out[0], out[3], out[4], *extra, **kw, given=given)
     else:
-        got = R._rnn_backward_impl(*cts, gi, h0, w, out[0], out[2], *extra, **kw)
+        got = R._rnn_backward_impl(*cts, gi, h0, w, out[0], out[2], *extra, **kw, given=given)
     for g, e in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-10, atol=1e-12)

@@ -210,6 +210,8 @@ def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
             out = tuple(T._make(v, True, node, i, vc) for i, v in enumerate(value))
     if node.op.nout == 1:
         g = gs[0]
+    elif node.op.none_cotangents:
+        g = tuple(gs)
     else:
         g = tuple(gs[i] if gs[i] is not None else zeros(node.out_meta[i][0], dtype=_np_to_dj(node.out_meta[i][1]))
                   for i in range(len(gs)))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..ops.registry import apply, op
+from ..ops.registry import VARIADIC, apply, op
 
 _ACT = {"RNN_TANH": jnp.tanh, "RNN_RELU": jax.nn.relu}
 
@@ -85,26 +85,34 @@ def _unless_padding(m_t, run, skip):
     return jax.lax.cond(jnp.any(m_t), run, skip, None)
 
 
-def vjp_chain(name: str, f, nout: int, ndiff: int, depth: int):
+def vjp_chain(name: str, f, nout: int, ndiff, depth: int):
     """Register op ``name`` running ``f(*args, **params)`` (``nout`` outputs; its first ``ndiff`` arguments
     differentiable, the rest not), whose rule is the op ``name_backward``: ``jax.vjp`` of this one, declared
-    the same way down to ``depth`` levels (the last one has no rule)."""
+    the same way down to ``depth`` levels (the last one has no rule). ``ndiff`` may be a function of the
+    op's params (an op taking only the cotangents it was given); that op's backward then has a variable
+    number of outputs, so it must be the last level."""
     fwd = op(name, nout=nout)(f)
     if depth == 0:
         return fwd
+    count = ndiff if callable(ndiff) else (lambda params: ndiff)
+    if callable(ndiff) and depth > 1:
+        raise ValueError(f"{name}: a params-dependent number of differentiable inputs needs depth 1")
 
     def bwd_impl(*args, inner):
+        params = dict(inner)
+        k = count(params)
         cts, prim = args[:nout], args[nout:]
-        diff, rest = prim[:ndiff], prim[ndiff:]
-        _, vjp = jax.vjp(lambda *d: f(*d, *rest, **dict(inner)), *diff)
+        diff, rest = prim[:k], prim[k:]
+        _, vjp = jax.vjp(lambda *d: f(*d, *rest, **params), *diff)
         return tuple(vjp(tuple(cts) if nout > 1 else cts[0]))
 
-    bwd = vjp_chain(name + "_backward", bwd_impl, ndiff, nout + ndiff, depth - 1)
+    bwd = vjp_chain(name + "_backward", bwd_impl, VARIADIC if callable(ndiff) else ndiff,
+                    None if callable(ndiff) else nout + ndiff, depth - 1)
 
     def rule(g, out, *args, **params):
         gs = tuple(g) if isinstance(g, tuple) else (g,)
         res = apply(bwd, *gs, *args, inner=tuple(sorted(params.items())))
-        return tuple(res) + (None,) * (len(args) - ndiff)
+        return tuple(res) + (None,) * (len(args) - count(params))
     fwd.defvjp(rule)
     return fwd
 
@@ -120,9 +128,12 @@ def _before(seq, first, reverse: bool):
 
 def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0, w_hh, ys, cs):
     """Cotangents ``(dgi, dh0, dc0, dw_hh, db_hh)`` of a recurrence from its outputs and their cotangents
-    (``c0, cs, g_c, g_cs`` and ``dc0`` None except for LSTM; ``g_gh`` that of the ``gh`` residual). The
-    states before each step and their projections ``gh`` are known, so the reverse scan carries only the
-    state cotangents (one ``(B, G) x (G, H)`` matmul per step) and ``dW_hh`` is one matmul after it."""
+    (``c0, cs, g_c, g_cs`` and ``dc0`` None except for LSTM; ``g_gh`` that of the ``gh`` residual; a
+    cotangent None: no gradient reached that output). The states before each step and their projections
+    ``gh`` are known, so the reverse scan carries only the state cotangents (one ``(B, G) x (G, H)``
+    matmul per step) and ``dW_hh`` is one matmul after it."""
+    g_h = jnp.zeros_like(h0) if g_h is None else g_h
+    g_c = jnp.zeros_like(c0) if g_c is None and c0 is not None else g_c
     hprev = _before(ys, h0, reverse)
     cprev = None if c0 is None else _before(cs, c0, reverse)
 
@@ -136,12 +147,12 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0,
                 h2 = jnp.where(m_t, h2, hp)
                 c2 = None if cp is None else jnp.where(m_t, c2, cp)
             return h2, c2
-        ct = (dh + gy_t, None if dc is None else dc + gc_t)
+        ct = (_plus(dh, gy_t), None if dc is None else _plus(dc, gc_t))
 
         def run(_):
             _, vjp = jax.vjp(f, gi_t, gh_t, hp_t, cp_t)
             dgi, dgh, dhp, dcp = vjp(ct)
-            dgh = dgh + ggh_t
+            dgh = _plus(dgh, ggh_t)
             return (dhp + jnp.matmul(dgh, w_hh), dcp), (dgi, dgh)
         if m_t is None:
             return run(None)
@@ -154,39 +165,64 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0,
     return dgi, dh0, dc0, jnp.einsum("tbg,tbh->gh", dgh, hprev), dgh.sum((0, 1))
 
 
-def _rnn_backward_impl(g_ys, g_h, g_gh, gi, h0, w_hh, ys, gh, *mask, mode, reverse, has_mask):
-    """Cotangents of ``gi, h0, w_hh, b_hh`` of an RNN/GRU scan."""
-    dgi, dh0, _, dw, db = _scan_backward(mode, reverse, mask[0] if has_mask else None, g_ys, g_h, None, None,
+def _plus(x, y):
+    return x if y is None else x + y
+
+
+def _given(args, given):
+    """The cotangents an op's rule was given (``given``: which outputs had one), None for the others,
+    then an iterator over the remaining arguments."""
+    it = iter(args)
+    return [next(it) if g else None for g in given], it
+
+
+def _rnn_backward_impl(*args, mode, reverse, has_mask, given):
+    """Cotangents of ``gi, h0, w_hh, b_hh`` of an RNN/GRU scan. Inputs: the given ones of the cotangents of
+    ``ys, h_n, gh``, then ``gi, h0, w_hh, ys, gh, [mask]``."""
+    (g_ys, g_h, g_gh), it = _given(args, given)
+    gi, h0, w_hh, ys, gh = (next(it) for _ in range(5))
+    dgi, dh0, _, dw, db = _scan_backward(mode, reverse, next(it, None), g_ys, g_h, None, None,
                                          g_gh, gi, gh, h0, None, w_hh, ys, None)
     return dgi, dh0, dw, db
 
 
-def _lstm_backward_impl(g_ys, g_h, g_c, g_cs, g_gh, gi, h0, c0, w_hh, ys, cs, gh, *mask, mode, reverse,
-                        has_mask):
-    """Cotangents of ``gi, h0, c0, w_hh, b_hh`` of an LSTM scan."""
-    return _scan_backward(mode, reverse, mask[0] if has_mask else None, g_ys, g_h, g_c, g_cs, g_gh,
+def _lstm_backward_impl(*args, mode, reverse, has_mask, given):
+    """Cotangents of ``gi, h0, c0, w_hh, b_hh`` of an LSTM scan. Inputs: the given ones of the cotangents of
+    ``ys, h_n, c_n, cs, gh``, then ``gi, h0, c0, w_hh, ys, cs, gh, [mask]``."""
+    (g_ys, g_h, g_c, g_cs, g_gh), it = _given(args, given)
+    gi, h0, c0, w_hh, ys, cs, gh = (next(it) for _ in range(7))
+    return _scan_backward(mode, reverse, next(it, None), g_ys, g_h, g_c, g_cs, g_gh,
                           gi, gh, h0, c0, w_hh, ys, cs)
 
 
 # second order: jax.vjp of the backward, every input but the mask differentiable
-_rnn_backward = vjp_chain("rnn_scan_backward", _rnn_backward_impl, 4, 8, 1)
-_lstm_backward = vjp_chain("lstm_scan_backward", _lstm_backward_impl, 5, 12, 1)
+_rnn_backward = vjp_chain("rnn_scan_backward", _rnn_backward_impl, 4, lambda p: sum(p["given"]) + 5, 1)
+_lstm_backward = vjp_chain("lstm_scan_backward", _lstm_backward_impl, 5, lambda p: sum(p["given"]) + 7, 1)
+
+
+def _present(g):
+    """The cotangents that are not None, and which outputs they belong to."""
+    return [x for x in g if x is not None], tuple(x is not None for x in g)
 
 
 def _rnn_rule(g, out, gi, h0, w_hh, b_hh, *mask, **params):
-    gs = apply(_rnn_backward, *g, gi, h0, w_hh, out[0], out[2], *mask, **params)
+    cts, given = _present(g)
+    gs = apply(_rnn_backward, *cts, gi, h0, w_hh, out[0], out[2], *mask, given=given, **params)
     return tuple(gs) + (None,) * len(mask)
 
 
 def _lstm_rule(g, out, gi, h0, c0, w_hh, b_hh, *mask, **params):
-    gs = apply(_lstm_backward, *g, gi, h0, c0, w_hh, out[0], out[3], out[4], *mask, **params)
+    cts, given = _present(g)
+    gs = apply(_lstm_backward, *cts, gi, h0, c0, w_hh, out[0], out[3], out[4], *mask, given=given, **params)
     return tuple(gs) + (None,) * len(mask)
 
 
+# the final states and the residuals are often unused: their rules take None cotangents
 rnn_scan = op("rnn_scan", nout=3)(_rnn_impl)
 rnn_scan.defvjp(_rnn_rule)
 lstm_scan = op("lstm_scan", nout=5)(_rnn_impl)
 lstm_scan.defvjp(_lstm_rule)
+rnn_scan.none_cotangents = lstm_scan.none_cotangents = True
 
 
 def run_layer(mode: str, gi, state, w_hh, b_hh, mask, reverse: bool):

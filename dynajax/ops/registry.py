@@ -46,7 +46,7 @@ class Op:
     """One registered op. Create with :func:`op`; attach its VJP with ``@the_op.defvjp``."""
 
     __slots__ = ("name", "impl", "rule", "per_input", "nout", "check", "error", "backward_name",
-                 "_saves", "_saves_rest", "saves_out", "_jit", "differentiable")
+                 "_saves", "_saves_rest", "saves_out", "_jit", "differentiable", "none_cotangents")
 
     def __init__(self, name: str, impl: Callable, nout: int = 1, check=None, error=None,
                  backward_name: str | None = None) -> None:
@@ -62,6 +62,10 @@ class Op:
         self.saves_out = False
         self._jit: dict = {}
         self.differentiable = False
+        # the engine passes None (instead of zeros) as the cotangent of an output no gradient reached, to
+        # rules that declare they take it: a multi-output op whose outputs are often unused (an RNN's
+        # final state, saved residuals) then differentiates without materialising and reading zeros
+        self.none_cotangents = False
         camel = "".join(p.capitalize() for p in re.split(r"[_\W]+", name) if p)
         self.backward_name = backward_name or f"{camel}Backward0"
 

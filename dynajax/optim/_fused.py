@@ -19,21 +19,27 @@ import jax.numpy as jnp
 from ..ops.registry import VARIADIC, apply, op
 
 
-def _adam_one(p, g, m, v, step, c1, b1, b2, c2, lr, eps, wd, weight_decay):
+def _bias_corrections(steps, b1, b2, lr):
+    """``-lr / (1 - b1^t)`` and ``1 / sqrt(1 - b2^t)`` for each parameter's next step ``t``, in float64 as
+    PyTorch computes them on the host, as two vectors (the second a reciprocal: XLA turns the division
+    by it into a multiplication anyway, and would compute it per parameter, outside the fused update): computed from the step tensors, the op's inputs do not
+    depend on each parameter's step count (parameters that skip updates, a branch a batch does not take,
+    do not change a compiled step's key); computed for all parameters at once, a compiled step has two
+    small kernels for them instead of two per parameter (XLA does not fuse a scalar pow or divide into
+    the per-element updates that read it)."""
+    t = jnp.stack([s.astype(jnp.float64) for s in steps]) + 1
+    return -lr / (1 - b1 ** t), 1 / jnp.sqrt(1 - b2 ** t)
+
+
+def _adam_one(p, g, m, v, step, neg_step_size, inv_bc2_sqrt, c1, b2, c2, eps, wd, weight_decay):
     step = step + 1
-    # the bias corrections from the step tensor (in float64, as PyTorch computes them on the host), so the
-    # op's inputs do not depend on each parameter's step count: parameters that skip updates (a branch a
-    # batch does not take) do not change a compiled step's key
-    t = step.astype(jnp.float64)
-    neg_step_size = (-lr / (1 - b1 ** t)).astype(p.dtype)
-    bc2_sqrt = jnp.sqrt(1 - b2 ** t).astype(p.dtype)
     if weight_decay == "decoupled":
         p = p * wd
     elif weight_decay == "l2":
         g = g + p * wd
     m = m + (g - m) * c1
     v = v * b2 + g * g * c2
-    denom = jnp.sqrt(v) / bc2_sqrt + eps
+    denom = jnp.sqrt(v) * inv_bc2_sqrt + eps
     return p + (m / denom) * neg_step_size, m, v, step
 
 
@@ -42,10 +48,16 @@ def _adam(*args, n, weight_decay):
     """Inputs: ``p, g, m, v, step`` of each of the ``n`` parameters, then ``c1, b1, b2, c2, lr, eps, wd``;
     outputs ``p, m, v, step + 1`` of each parameter. ``weight_decay``: "" (none), "l2" (added to the
     gradient) or "decoupled" (``wd`` is then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
-    consts = args[5 * n:]
+    c1, b1, b2, c2, lr, eps, wd = args[5 * n:]
+    corrections = _bias_corrections(args[4:5 * n:5], b1, b2, lr)
+    cast: dict = {}   # the corrections in each parameter dtype: one conversion of the vectors per dtype
     out = []
     for i in range(n):
-        out.extend(_adam_one(*args[5 * i:5 * i + 5], *consts, weight_decay))
+        dt = args[5 * i].dtype
+        if dt not in cast:
+            cast[dt] = [c.astype(dt) for c in corrections]
+        nss, inv_bc2 = cast[dt]
+        out.extend(_adam_one(*args[5 * i:5 * i + 5], nss[i], inv_bc2[i], c1, b2, c2, eps, wd, weight_decay))
     return tuple(out)
 
 
