@@ -61,7 +61,7 @@ def _scan(mode, reverse, has_mask, *args):
 
     def body(carry, xs):
         h, c = carry
-        g_t, m_t = xs
+        g_t, m_t, a_t = xs
 
         def run(_):
             h2, c2, gh = _cell(mode, g_t, h, c, w_hh, b_hh)
@@ -70,19 +70,25 @@ def _scan(mode, reverse, has_mask, *args):
                 c2 = None if c is None else jnp.where(m_t, c2, c)
             return h2, c2, gh
         zeros = lambda _: (h, c, jnp.zeros(h.shape[:-1] + w_hh.shape[:1], h.dtype))  # noqa: E731
-        h2, c2, gh = run(None) if m_t is None else _unless_padding(m_t, run, zeros)
+        h2, c2, gh = run(None) if m_t is None else _unless_padding(a_t, run, zeros)
         return (h2, c2), (h2, c2, gh)
 
-    (h, c), (ys, cs, ghs) = jax.lax.scan(body, (h0, c0), (gi, mask), reverse=reverse)
+    (h, c), (ys, cs, ghs) = jax.lax.scan(body, (h0, c0), (gi, mask, _active(mask)), reverse=reverse)
     return (ys, h, c, cs, ghs) if mode == "LSTM" else (ys, h, ghs)
 
 
-def _unless_padding(m_t, run, skip):
-    """``run(None)``, or ``skip(None)`` at a step masked for every batch row (padding past the end of all
-    sequences, e.g. up to a ``dynajax.compile(dynamic=...)`` bucket): a padded step then costs no matmul,
-    so a long bucket costs the recurrence of the real length (a ``lax.cond``, which ``jax.vjp`` of the
-    scan differentiates)."""
-    return jax.lax.cond(jnp.any(m_t), run, skip, None)
+def _active(mask):
+    """Per step of a mask ``(T, B, 1)``: whether any batch row is unmasked (None for no mask); computed
+    once before a scan, so that each iteration reads one flag instead of reducing its mask rows."""
+    return None if mask is None else jnp.any(mask, axis=tuple(range(1, mask.ndim)))
+
+
+def _unless_padding(a_t, run, skip):
+    """``run(None)``, or ``skip(None)`` at a step masked for every batch row (``a_t`` False: padding past
+    the end of all sequences, e.g. up to a ``dynajax.compile(dynamic=...)`` bucket): a padded step then
+    costs no matmul, so a long bucket costs the recurrence of the real length (a ``lax.cond``, which
+    ``jax.vjp`` of the scan differentiates)."""
+    return jax.lax.cond(a_t, run, skip, None)
 
 
 def vjp_chain(name: str, f, nout: int, ndiff, depth: int):
@@ -139,7 +145,7 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0,
 
     def body(carry, xs):
         dh, dc = carry
-        gi_t, gh_t, hp_t, cp_t, gy_t, gc_t, ggh_t, m_t = xs
+        gi_t, gh_t, hp_t, cp_t, gy_t, gc_t, ggh_t, m_t, a_t = xs
 
         def f(a, b, hp, cp):
             h2, c2 = _gates(mode, a, b, hp, cp)
@@ -158,10 +164,10 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0,
             return run(None)
         # a step masked for every row passed its state through (and its gh is a constant): so do the
         # cotangents
-        return _unless_padding(m_t, run, lambda _: (ct, (jnp.zeros_like(gi_t), jnp.zeros_like(gh_t))))
+        return _unless_padding(a_t, run, lambda _: (ct, (jnp.zeros_like(gi_t), jnp.zeros_like(gh_t))))
 
-    (dh0, dc0), (dgi, dgh) = jax.lax.scan(body, (g_h, g_c), (gi, gh, hprev, cprev, g_ys, g_cs, g_gh, m),
-                                          reverse=not reverse)
+    xs = (gi, gh, hprev, cprev, g_ys, g_cs, g_gh, m, _active(m))
+    (dh0, dc0), (dgi, dgh) = jax.lax.scan(body, (g_h, g_c), xs, reverse=not reverse)
     return dgi, dh0, dc0, jnp.einsum("tbg,tbh->gh", dgh, hprev), dgh.sum((0, 1))
 
 
