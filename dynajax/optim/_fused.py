@@ -21,12 +21,15 @@ from ..ops.registry import VARIADIC, apply, op
 
 def _bias_corrections(steps, b1, b2, lr):
     """``-lr / (1 - b1^t)`` and ``1 / sqrt(1 - b2^t)`` for each parameter's next step ``t``, in float64 as
-    PyTorch computes them on the host, as two vectors (the second a reciprocal: XLA turns the division
-    by it into a multiplication anyway, and would compute it per parameter, outside the fused update): computed from the step tensors, the op's inputs do not
-    depend on each parameter's step count (parameters that skip updates, a branch a batch does not take,
-    do not change a compiled step's key); computed for all parameters at once, a compiled step has two
-    small kernels for them instead of two per parameter (XLA does not fuse a scalar pow or divide into
-    the per-element updates that read it)."""
+    PyTorch computes them on the host, as two vectors.
+
+    - From the step tensors: the op's inputs do not depend on each parameter's step count, so
+      parameters that skip updates (a branch a batch does not take) do not change a compiled step's key.
+    - For all parameters at once: a compiled step has two small kernels for them instead of two per
+      parameter (XLA does not fuse a scalar pow or divide into the per-element updates that read it).
+    - The second as a reciprocal: XLA turns the division by it into a multiplication anyway, and
+      would compute that reciprocal per parameter, outside the fused update.
+    """
     t = jnp.stack([s.astype(jnp.float64) for s in steps]) + 1
     return -lr / (1 - b1 ** t), 1 / jnp.sqrt(1 - b2 ** t)
 
