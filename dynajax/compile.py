@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import sys
 import time
 import warnings
@@ -98,6 +99,15 @@ class Compiled:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
+        # Python's cyclic GC paused for the call: capture allocates thousands of short-lived objects
+        # (Syms, Tensors, Nodes, tuples), which trigger collections that traverse the whole heap (JAX's
+        # included): measured on a 250-op step, capture took 3.6 ms median / 10 ms mean / 105 ms worst
+        # with it, 2.2 / 2.3 / 3.7 ms without. They die by reference counting; any cycles among them are
+        # collected once the GC runs again after the call.
+        with _gc_paused():
+            return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         st = self.stats
         st.calls += 1
         t0 = time.perf_counter()
@@ -386,6 +396,21 @@ class _Bucketed(Compiled):
 
 
 # ---------------------------------------------------------------- helpers
+class _gc_paused:
+    """Context: Python's cyclic garbage collector disabled inside, re-enabled on exit if it was enabled
+    on entry (so nested uses, and a program that disabled it itself, keep their state)."""
+
+    __slots__ = ("was",)
+
+    def __enter__(self):
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc) -> None:
+        if self.was:
+            gc.enable()
+
+
 def _sharded_layout(mesh, data_axis, param_sharding, verify: bool, cache_size: int):
     if mesh is None:
         if param_sharding is not None:

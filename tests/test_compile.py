@@ -75,6 +75,34 @@ def test_a_cache_hit_compiles_nothing():
     assert len(_XLA_COMPILES) == n and step.stats.compiles == 1
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_gc_is_paused_during_a_call_and_restored_after(enabled):
+    """The cyclic GC is off while a compiled step runs (capture allocates many short-lived objects) and
+    back in the caller's state afterwards: after a normal call, after a step that raises, and left off
+    when the caller had turned it off."""
+    import gc
+    seen = []
+    w = dj.ones(3, requires_grad=True)
+
+    def step(x, fail=False):
+        seen.append(gc.isenabled())
+        if fail:
+            raise ValueError("boom")
+        return (x * w).sum()
+    f = dj.compile(step)
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        assert f(dj.ones(3)).item() == 3.0
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError, match="boom"):
+            f(dj.ones(3), fail=True)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+    assert seen and not any(seen)
+
+
 def test_grads_and_optimizer_state_written_back():
     model, model2 = _mlp(), _mlp()
     opt, opt2 = optim.Adam(model.parameters(), lr=0.01), optim.Adam(model2.parameters(), lr=0.01)
