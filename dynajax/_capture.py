@@ -439,6 +439,16 @@ class Capture:
         return None
 
 
+def recorded_args(value):
+    """While a step is recorded (not in verify's dual mode): the argument refs of the eqn that computed
+    ``value`` (a Sym; an int ref is a graph var), or None."""
+    cap = getattr(_state, "cap", None)
+    if cap is None or cap.dual or type(value) is not Sym:
+        return None
+    k = cap.prod.get(value.idx)
+    return None if k is None else cap.eqns[k][2]
+
+
 _orig_next_key = random.Generator.next_key
 
 

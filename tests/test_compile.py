@@ -513,3 +513,57 @@ def test_backward_op_falls_back_to_jax_vjp_when_a_rule_branches_on_a_python_numb
         np.testing.assert_allclose(step(p).item(), np.sum(wn ** p), rtol=1e-6)
         np.testing.assert_allclose(w.grad.numpy(), p * wn ** (p - 1), rtol=1e-6)
     assert step.stats.compiles == 1 and _vjp_ops(step, 2.5) == 1
+
+
+@pytest.mark.parametrize("case", ["gru", "linear", "padding_idx", "table_changed", "few_rows"])
+def test_linear_of_an_embedding_lookup_matches_eager(case):
+    """Inside a compiled step ``linear(embedding(E, idx), W, b)`` is computed as a lookup in the projected
+    table ``linear(E, W, b)`` when idx selects more rows than E has: losses, gradients and updated
+    parameters equal the eager steps. The rewrite is skipped (and the result still equal) with
+    padding_idx, when the table changed in place after the lookup, or when idx selects few rows."""
+    from dynajax.nn import _ops
+    r = np.random.default_rng(5)
+    T = 2 if case == "few_rows" else 7
+    toks = [dj.tensor(r.integers(0, 6, (T, 4))) for _ in range(3)]
+
+    def build():
+        dj.manual_seed(1)
+        emb = nn.Embedding(6, 5, padding_idx=0 if case == "padding_idx" else None)
+        body = nn.GRU(5, 3) if case == "gru" else nn.Linear(5, 3)
+        params = [*emb.parameters(), *body.parameters()]
+        opt = optim.SGD(params, lr=0.1)
+
+        def step(idx):
+            opt.zero_grad()
+            x = emb(idx)
+            if case == "table_changed":
+                with dj.no_grad():
+                    emb.weight.mul_(2.0)
+            y = body(x)[0] if case == "gru" else body(x)
+            loss = (y * y).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, params
+
+    eager_step, eager_params = build()
+    want = [eager_step(t).item() for t in toks]
+    step, params = build()
+    fired = []
+    orig = _ops._linear_of_lookup
+
+    def spy(x, w, b):
+        res = orig(x, w, b)
+        fired.append(res is not None)
+        return res
+    _ops._linear_of_lookup = spy
+    try:
+        got = [dj.compile(step)(t).item() for t in toks[:1]]
+        f = dj.compile(step)
+        got += [f(t).item() for t in toks[1:]]
+    finally:
+        _ops._linear_of_lookup = orig
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for p, q in zip(params, eager_params):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert any(fired) == (case in ("gru", "linear"))

@@ -54,11 +54,41 @@ _linear_bias.defvjp(_linear_vjp_x, _linear_vjp_w, _linear_bias_vjp_b)
 
 def linear(x, w, b=None):
     """``x @ w.T + b`` (``b`` None: no bias) over any leading dims of ``x``, one op."""
+    y = _linear_of_lookup(x, w, b)
+    if y is not None:
+        return y
     if b is None:
         return apply(_linear, x, w)
     if b.dim() != 1 or b.dtype != x.dtype or b.shape[0] != w.shape[0]:   # broadcasting/promotion as ``+``
         return apply(_linear, x, w) + b
     return apply(_linear_bias, x, w, b)
+
+
+def _linear_of_lookup(x, w, b):
+    """``linear(embedding(E, idx), w, b)`` recorded as ``embedding(linear(E, w, b), idx)`` while
+    ``dynajax.compile`` records a step, when ``idx`` selects more than twice as many rows as ``E`` has
+    (an RNN's input projection of embedded tokens): the matmul then runs over the table's rows instead of
+    every position, and so do the two of its backward (the scatter-add moves to the projected table's
+    gradient). The same function (rounding aside); XLA drops the lookup of ``E`` if nothing else reads
+    it. Only for a lookup whose table is a leaf tensor unchanged since (the graph var it read is its
+    current value), without ``padding_idx`` (whose zeroed gradient row would be the projected one's);
+    None otherwise."""
+    from .._capture import recorded_args
+    fn = getattr(x, "grad_fn", None)
+    if (fn is None or fn.op is not _embedding or fn.freed or x._base is not None or x._out_idx != 0
+            or x._vc[0] != 0):
+        return None
+    edge, idx = fn.edges[0], fn.consts[1]
+    if fn.params["padding_idx"] is not None or edge is None or edge[1] != -1 or idx is None:
+        return None
+    table = edge[0]
+    refs = recorded_args(x._value)
+    if refs is None or type(table._value).__name__ != "Sym" or refs[0] != table._value.idx:
+        return None
+    if int(np.prod(idx.shape)) <= 2 * table.shape[0] or table.dim() != 2 or x.dtype != table.dtype:
+        return None
+    from .._tensor import _make
+    return apply(_embedding, linear(table, w, b), _make(idx), num=int(table.shape[0]), padding_idx=None)
 
 
 # ---------------------------------------------------------------- convolution
