@@ -515,7 +515,7 @@ def test_backward_op_falls_back_to_jax_vjp_when_a_rule_branches_on_a_python_numb
     assert step.stats.compiles == 1 and _vjp_ops(step, 2.5) == 1
 
 
-@pytest.mark.parametrize("case", ["gru", "linear", "padding_idx", "table_changed", "few_rows"])
+@pytest.mark.parametrize("case", ["gru", "lstm_batch_first", "linear", "padding_idx", "table_changed", "few_rows"])
 def test_linear_of_an_embedding_lookup_matches_eager(case):
     """Inside a compiled step ``linear(embedding(E, idx), W, b)`` is computed as a lookup in the projected
     table ``linear(E, W, b)`` when idx selects more rows than E has: losses, gradients and updated
@@ -529,7 +529,9 @@ def test_linear_of_an_embedding_lookup_matches_eager(case):
     def build():
         dj.manual_seed(1)
         emb = nn.Embedding(6, 5, padding_idx=0 if case == "padding_idx" else None)
-        body = nn.GRU(5, 3) if case == "gru" else nn.Linear(5, 3)
+        body = {"gru": lambda: nn.GRU(5, 3), "lstm_batch_first": lambda: nn.LSTM(5, 3, batch_first=True,
+                                                                                  bidirectional=True)
+                }.get(case, lambda: nn.Linear(5, 3))()
         params = [*emb.parameters(), *body.parameters()]
         opt = optim.SGD(params, lr=0.1)
 
@@ -539,7 +541,7 @@ def test_linear_of_an_embedding_lookup_matches_eager(case):
             if case == "table_changed":
                 with dj.no_grad():
                     emb.weight.mul_(2.0)
-            y = body(x)[0] if case == "gru" else body(x)
+            y = body(x)[0] if case in ("gru", "lstm_batch_first") else body(x)
             loss = (y * y).mean()
             loss.backward()
             opt.step()
@@ -566,4 +568,4 @@ def test_linear_of_an_embedding_lookup_matches_eager(case):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for p, q in zip(params, eager_params):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
-    assert any(fired) == (case in ("gru", "linear"))
+    assert any(fired) == (case in ("gru", "lstm_batch_first", "linear"))

@@ -10,7 +10,7 @@ from ..._bucketing import sequence_mask
 from ...ops.creation import empty, zeros
 from .. import functional as F
 from .. import init
-from .._ops import linear
+from .._ops import linear, whole_program
 from .._rnn_scan import run_layer
 from ..parameter import Parameter
 from .module import Module
@@ -125,7 +125,12 @@ class RNNBase(Module):
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {input.shape[-1]}")
         x = input if batched else input.unsqueeze(1)
+        first = None   # batch-first input, whose first projection is transposed after it (see below)
         if batched and self.batch_first and lengths is None:
+            if whole_program():
+                # project, then transpose: the same values, and a projection of an embedding lookup is
+                # then recorded as a lookup in the projected table (nn._ops.linear)
+                first = x
             x = x.transpose(0, 1)
         n = x.shape[1]
         import numpy as np
@@ -146,7 +151,8 @@ class RNNBase(Module):
                 k = layer * D + d
                 w_ih, w_hh, b_ih, b_hh = self._weights(f"_l{layer}" + ("_reverse" if d else ""))
                 state = (hx[0][k], hx[1][k]) if is_lstm else hx[k]
-                ys, state = run_layer(self.mode, _proj(x, w_ih, b_ih), state, w_hh, b_hh, mask, d == 1)
+                gi = _proj(x, w_ih, b_ih) if first is None or layer else _proj(first, w_ih, b_ih).transpose(0, 1)
+                ys, state = run_layer(self.mode, gi, state, w_hh, b_hh, mask, d == 1)
                 outs.append(ys)
                 h_n.append(_hidden(state, self.mode))
                 if is_lstm:
