@@ -73,7 +73,7 @@ def _linear_of_lookup(x, w, b):
     it. Only for a lookup whose table is a leaf tensor unchanged since (the graph var it read is its
     current value), without ``padding_idx`` (whose zeroed gradient row would be the projected one's);
     None otherwise."""
-    from .._capture import recorded_args
+    from .._capture import Sym, recorded_args
     fn = getattr(x, "grad_fn", None)
     if (fn is None or fn.op is not _embedding or fn.freed or x._base is not None or x._out_idx != 0
             or x._vc[0] != 0):
@@ -83,7 +83,7 @@ def _linear_of_lookup(x, w, b):
         return None
     table = edge[0]
     refs = recorded_args(x._value)
-    if refs is None or type(table._value).__name__ != "Sym" or refs[0] != table._value.idx:
+    if refs is None or type(table._value) is not Sym or refs[0] != table._value.idx:
         return None
     if int(np.prod(idx.shape)) <= 2 * table.shape[0] or table.dim() != 2 or x.dtype != table.dtype:
         return None
