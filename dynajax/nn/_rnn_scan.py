@@ -11,7 +11,7 @@ residuals for its backward, the hidden projections ``gh = h W_hh^T + b_hh`` of
 every step (LSTM also its cell states). Its backward is one op too: a reverse
 scan carries the state cotangents (one matmul per step) and ``dW_hh`` is one
 matmul after it. Saving ``gh`` instead of recomputing it from the states saves
-a ``(T*B, H) x (H, G)`` matmul per backward (~15% of a GRU LM's training step).
+a ``(T*B, H) x (H, G)`` matmul per backward (~15% of a GRU layer's forward and backward).
 A cotangent reaching a residual (only ``jax.vjp`` of the op or a second
 derivative gives one) is added where that residual is used, so the rule is
 exact for every output. The backward's own backward is ``jax.vjp`` of it, so
