@@ -73,6 +73,8 @@ def _linear_of_lookup(x, w, b):
     it. Only for a lookup whose table is a leaf tensor unchanged since (the graph var it read is its
     current value), without ``padding_idx`` (whose zeroed gradient row would be the projected one's);
     None otherwise."""
+    if not registry._hooks:   # eager (the common hot path): nothing to look up
+        return None
     from .._capture import Sym, recorded_args
     fn = getattr(x, "grad_fn", None)
     if (fn is None or fn.op is not _embedding or fn.freed or x._base is not None or x._out_idx != 0
