@@ -171,6 +171,10 @@ class Capture:
             self._vjp_check.uninstall()
         else:
             self.bwd.uninstall()
+            # the router and this capture refer to each other, and its node table holds the step's
+            # Nodes (with their saved tensors): dropped here, all of it dies by reference counting
+            # when the call returns instead of waiting for (and costing) a cyclic-GC collection
+            self.bwd = None
         registry._hooks.remove(self.hook)
         registry.record_creation = False
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
