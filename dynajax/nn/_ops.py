@@ -416,10 +416,13 @@ class _Tiling:
         """Index of the first spatial dim in the channels-last view."""
         return max(self.c, 0)
 
-    def entries(self, a):
+    def entries(self, a, barrier: bool = False):
         """The window entries of ``a`` (x's shape), channels-last, in row-major offset order (the order
-        PyTorch scans a window in): entry ``i`` is (..., *outs, C)."""
+        PyTorch scans a window in): entry ``i`` is (..., *outs, C). ``barrier`` reads the channels-last
+        view through an optimization barrier."""
         a, b = self.to_cl(a), self._b()
+        if barrier:
+            a = jax.lax.optimization_barrier(a)
         a = a[(slice(None),) * b + tuple(slice(0, o * k) for o, k in zip(self.outs, self.kernel))]
         split = a.shape[:b] + tuple(d for o, k in zip(self.outs, self.kernel) for d in (o, k)) \
             + a.shape[b + self.nd:]
@@ -429,8 +432,10 @@ class _Tiling:
 
     def max_first(self, x):
         """Each window's maximum and the offset (int8 where it fits) of its first maximum, channels-last;
-        a NaN counts as a maximum, as in PyTorch."""
-        es = self.entries(x)
+        a NaN counts as a maximum, as in PyTorch. ``x`` is read through an optimization barrier, so XLA
+        materialises it (channels-last) once instead of recomputing its producers (a BatchNorm, a ReLU) in every consumer
+        of the pool, of its offsets and of its gradient, as it does with these elementwise slices."""
+        es = self.entries(x, barrier=True)
         m = functools.reduce(jnp.maximum, es)
         dt = jnp.int8 if len(es) <= 127 else jnp.int32
         first = jnp.full(m.shape, len(es) - 1, dt)      # no earlier entry hit: the last one is the max
