@@ -108,6 +108,10 @@ def _draw(key, a, b, kind, shape, dtype):
     if kind == "randint":
         return jax.random.randint(key, shape, a, b, dtype)
     if kind == "bernoulli":
+        if not jnp.ndim(a) and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits <= 32:
+            # a Python p would be float64 (x64 is on), and JAX draws the uniform in p's dtype: two
+            # 32-bit words and float64 compares per element for a float32 mask (a dropout's)
+            a = jnp.asarray(a, jnp.float32)
         return jax.random.bernoulli(key, a, shape).astype(dtype)
     raise ValueError(kind)
 

@@ -18,7 +18,8 @@ def test_draw_equals_jax_random_of_its_shape(kind, a, b, dtype):
     ref = {"uniform": lambda: jax.random.uniform(key, shape, dtype, a, b),
            "normal": jax.jit(lambda: jax.random.normal(key, shape, dtype) * b + a),   # jitted: same rounding
            "randint": lambda: jax.random.randint(key, shape, a, b, dtype),
-           "bernoulli": lambda: jax.random.bernoulli(key, a, shape).astype(dtype)}[kind]()
+           # a float32 mask compares a float32 uniform with p (a Python p alone would draw float64)
+           "bernoulli": lambda: jax.random.bernoulli(key, np.float32(a), shape).astype(dtype)}[kind]()
     assert got.shape == shape
     np.testing.assert_array_equal(got, np.asarray(ref))
     assert len(np.unique(got)) > 1
