@@ -19,6 +19,7 @@ as if it were padded too.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 
@@ -71,6 +72,7 @@ def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
     """Arguments with every declared dim padded, and {padded size: true size} of the declared dims."""
     bound = sig.bind(*args, **kwargs)
     grown: dict = {}
+    names, arrays, devices = [], [], []
     for name, dims in spec.items():
         t = bound.arguments.get(name)
         if t is None:
@@ -93,8 +95,13 @@ def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
             grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
         if any(w != (0, 0) for w in widths):
             v = np.asarray(t.detach()._value)  # numpy: jnp.pad would compile a kernel for every new length
-            padded = np.pad(v, widths, constant_values=np.array(pad.get(name, 0), v.dtype))
-            bound.arguments[name] = _make(jax.device_put(padded, next(iter(t._value.devices()))))
+            padded = np.full(tuple(n + hi for n, (_, hi) in zip(shape, widths)), pad.get(name, 0), v.dtype)
+            padded[tuple(slice(0, n) for n in shape)] = v
+            names.append(name)
+            arrays.append(padded)
+            devices.append(next(iter(t._value.devices())))
+    for name, a in zip(names, jax.device_put(arrays, devices)):   # one transfer call for all of them
+        bound.arguments[name] = _make(a)
     return bound.args, bound.kwargs, grown
 
 
@@ -105,8 +112,13 @@ def sequence_mask(length: int):
     n = grown.get(length) if grown else None
     if n is None:
         return None
-    from .ops.creation import tensor
-    return tensor((np.arange(length) < n).reshape(length, 1, 1))
+    return _make(_mask(length, n))
+
+
+@functools.lru_cache(maxsize=256)
+def _mask(length: int, n: int):
+    """The (length, 1, 1) mask's array, made once per (padded, true) length: no transfer per call."""
+    return jax.device_put((np.arange(length) < n).reshape(length, 1, 1))
 
 
 class active:
