@@ -21,6 +21,7 @@ arrays in the tensors, and maps arrays to graph variables by identity.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import weakref
 
@@ -52,7 +53,7 @@ class Sym:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)   # exact Python ints; np.prod costs ~4 us a call
 
     def __array__(self, dtype=None, copy=None):
         a = np.asarray(_active(self).materialize(self))

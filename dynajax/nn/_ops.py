@@ -87,7 +87,7 @@ def _linear_of_lookup(x, w, b):
     refs = recorded_args(x._value)
     if refs is None or type(table._value) is not Sym or refs[0] != table._value.idx:
         return None
-    if int(np.prod(idx.shape)) <= 2 * table.shape[0] or table.dim() != 2 or x.dtype != table.dtype:
+    if math.prod(idx.shape) <= 2 * table.shape[0] or table.dim() != 2 or x.dtype != table.dtype:
         return None
     from .._tensor import _make
     return apply(_embedding, linear(table, w, b), _make(idx), num=int(table.shape[0]), padding_idx=None)

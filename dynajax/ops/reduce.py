@@ -115,7 +115,7 @@ def _mean(x, *, dims, keepdim, dtype, shape):
 
 @_mean.defvjp
 def _mean_vjp(g, out, x, *, dims, keepdim, dtype, shape):
-    n = int(np.prod([shape[d] for d in (dims if dims is not None else range(len(shape)))]))
+    n = math.prod(shape[d] for d in (dims if dims is not None else range(len(shape))))
     return (expand_back(g / n if n else g * float("nan"), shape, dims, keepdim),)
 
 
