@@ -103,6 +103,15 @@ def test_gc_is_paused_during_a_call_and_restored_after(enabled):
     assert seen and not any(seen)
 
 
+def _square_loss_step(m, o, x):
+    """A training step of model ``m`` with optimizer ``o`` on the mean squared output."""
+    o.zero_grad()
+    loss = (m(x) ** 2).mean()
+    loss.backward()
+    o.step()
+    return loss
+
+
 def test_a_compiled_step_leaves_no_reference_cycles():
     """Everything a call allocates (the capture, its backward's node table, Nodes, Tensors, arrays)
     dies by reference counting when the call returns: no cyclic garbage is left for the GC, which would
@@ -110,22 +119,15 @@ def test_a_compiled_step_leaves_no_reference_cycles():
     import gc
     model = _mlp()
     opt = optim.Adam(model.parameters(), lr=0.01)
-
-    @dj.compile
-    def step(x):
-        opt.zero_grad()
-        loss = (model(x) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
+    c = dj.compile(_square_loss_step)
     x = dj.tensor(X)
-    step(x).item()
+    c(model, opt, x).item()
     was = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         gc.set_debug(gc.DEBUG_SAVEALL)
-        losses = [step(x).item() for _ in range(3)]
+        losses = [c(model, opt, x).item() for _ in range(3)]
         found = gc.collect()
         kinds = sorted({type(o).__name__ for o in gc.garbage})
     finally:
@@ -139,17 +141,10 @@ def test_a_compiled_step_leaves_no_reference_cycles():
 def test_grads_and_optimizer_state_written_back():
     model, model2 = _mlp(), _mlp()
     opt, opt2 = optim.Adam(model.parameters(), lr=0.01), optim.Adam(model2.parameters(), lr=0.01)
-
-    def step(m, o, x):
-        o.zero_grad()
-        loss = (m(x) ** 2).mean()
-        loss.backward()
-        o.step()
-        return loss
-    c = dj.compile(step)
+    c = dj.compile(_square_loss_step)
     x = dj.tensor(X)
     for _ in range(3):
-        step(model, opt, x)
+        _square_loss_step(model, opt, x)
         c(model2, opt2, x)
     for p, q in zip(model.parameters(), model2.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6)
