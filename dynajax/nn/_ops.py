@@ -433,8 +433,9 @@ class _Tiling:
     def max_first(self, x):
         """Each window's maximum and the offset (int8 where it fits) of its first maximum, channels-last;
         a NaN counts as a maximum, as in PyTorch. ``x`` is read through an optimization barrier, so XLA
-        materialises it (channels-last) once instead of recomputing its producers (a BatchNorm, a ReLU) in every consumer
-        of the pool, of its offsets and of its gradient, as it does with these elementwise slices."""
+        materialises it (channels-last) once instead of recomputing its producers (a BatchNorm, a ReLU)
+        in every consumer of the pool, of its offsets and of its gradient, as it does with these
+        elementwise slices."""
         es = self.entries(x, barrier=True)
         m = functools.reduce(jnp.maximum, es)
         dt = jnp.int8 if len(es) <= 127 else jnp.int32
