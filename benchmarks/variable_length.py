@@ -8,6 +8,9 @@ position (padded positions ignored), Adam. The same sequence of batches runs thr
   multiple of 16 (targets with ``ignore_index``): one executable per bucket;
 - dynajax.compile + one bucket: the same with one bucket, the longest length (50): one executable. The
   scan skips the padded steps (no matmul), so padding costs only the per-position matmuls around it;
+- dynajax.compile + one bucket, second run: the same as a script run a second time with
+  ``dynajax.set_compile_cache(folder)``: the executables come from the folder the first run filled
+  (JAX's in-memory caches cleared in between, as in a new process);
 - dynajax.compile, no buckets: the same step, one executable per distinct length;
 - dynajax.compile, GRUCell loop: the step written as a Python loop over ``nn.GRUCell``, padded to
   buckets; loop rolling compiles the time loop and its backward as two scans;
@@ -100,6 +103,26 @@ def time_dynajax(step, data) -> tuple:
         losses.append(step(dj.tensor(tok), dj.tensor(tgt)))
     losses = [float(v) for v in losses]   # waits for the last step
     return time.perf_counter() - t0, losses
+
+
+def _second_run(data) -> dict:
+    """The one-bucket run as a second run of the same script: with ``dynajax.set_compile_cache`` on a new
+    folder, one run fills it (its time also reported: it pays the writes), then JAX's in-memory caches
+    are cleared, as in a new process, and the timed run loads its executables from disk."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        dj.set_compile_cache(folder)
+        try:
+            fill, _ = time_dynajax(bucketed(dynajax_step(), [HI]), data)
+            jax.clear_caches()
+            step = bucketed(dynajax_step(), [HI])
+            secs, losses = time_dynajax(step, data)
+        finally:
+            dj.set_compile_cache(None)
+    st = step.stats
+    return {"seconds": secs, "first_run_seconds": fill, "first_loss": losses[0], "last_loss": losses[-1],
+            "executables": st.compiles, "compile_seconds": st.compile_time, "capture_seconds": st.capture_time,
+            "rolled_loops": st.rolled_loops, "bucket_hits": st.bucket_hits, "cache_loads": st.cache_loads}
 
 
 # ---------------------------------------------------------------- PyTorch
@@ -249,6 +272,8 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
         if st is not None:
             res[name].update(executables=st.compiles, compile_seconds=st.compile_time,
                              capture_seconds=st.capture_time, rolled_loops=st.rolled_loops, bucket_hits=st.bucket_hits)
+    if "cached" not in skip:
+        res["dynajax_compiled_one_bucket_cached"] = _second_run(data)
     if "torch" not in skip:
         for name, threads in (("torch_eager", None), ("torch_eager_1_thread", 1)):
             secs, losses = time_torch(data, threads)
@@ -272,8 +297,8 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
 def report(res: dict) -> None:
     print(f"GRU LM (vocab {VOCAB}, embedding {EMBED}, hidden {HIDDEN}, batch {BATCH}), {res['steps']} steps, "
           f"lengths uniform in {LO}..{HI} ({res['distinct_lengths']} distinct), total wall time incl. compiles")
-    for name in ("dynajax_compiled_buckets", "dynajax_compiled_one_bucket", "dynajax_compiled_per_length",
-                 "dynajax_compiled_cell_loop",
+    for name in ("dynajax_compiled_buckets", "dynajax_compiled_one_bucket", "dynajax_compiled_one_bucket_cached",
+                 "dynajax_compiled_per_length", "dynajax_compiled_cell_loop",
                  "dynajax_eager", "torch_eager", "torch_eager_1_thread", "jax_scan_buckets", "jax_unrolled"):
         r = res.get(name)
         if r is None:
@@ -283,12 +308,15 @@ def report(res: dict) -> None:
             extra = (f"  ({r['executables']} executables, {r['compile_seconds']:.1f} s compiling, "
                      f"{r['capture_seconds']:.1f} s capturing, {r['rolled_loops']} rolled loops, "
                      f"{r['bucket_hits']} bucket hits)")
+        if "cache_loads" in r:
+            extra += (f"  SECOND RUN: {r['cache_loads']} executable(s) loaded from set_compile_cache's folder, "
+                      f"which the first run ({r['first_run_seconds']:.1f} s) filled")
         if name.startswith("jax_"):
             extra = f"  ({r['executables']} executables)"
             if r.get("measured_steps", res["steps"]) != res["steps"]:
                 extra += (f"  EXTRAPOLATED from {r['measured_seconds']:.1f} s measured on the first "
                           f"{r['measured_steps']} steps (per new length and per repeated length)")
-        print(f"  {name:30s} {r['seconds']:8.1f} s{extra}")
+        print(f"  {name:36s} {r['seconds']:8.1f} s{extra}")
     c, j = (res.get(k, {}).get("seconds") for k in ("dynajax_compiled_buckets", "jax_unrolled"))
     ts = [res[k]["seconds"] for k in ("torch_eager", "torch_eager_1_thread") if k in res]
     if c and ts:
@@ -298,6 +326,9 @@ def report(res: dict) -> None:
     if o and ts:
         print(f"  dynajax compiled (one bucket) / PyTorch eager (its faster thread setting): {o / min(ts):.2f}x  "
               "(target < 1)")
+    w = res.get("dynajax_compiled_one_bucket_cached", {}).get("seconds")
+    if w and ts:
+        print(f"  dynajax compiled (one bucket), second run from the compile cache / PyTorch eager: {w / min(ts):.2f}x")
     if o and j:
         print(f"  unrolled jax.jit / dynajax compiled (one bucket): {j / o:.1f}x  (target >= 10)")
     if c and j:
@@ -327,7 +358,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--jax-steps", type=int, default=None)
     ap.add_argument("--skip", nargs="*", default=(),
-                    choices=["buckets", "one_bucket", "per_length", "cell", "eager", "torch", "jax_scan", "jax"])
+                    choices=["buckets", "one_bucket", "cached", "per_length", "cell", "eager", "torch", "jax_scan",
+                             "jax"])
     a = ap.parse_args()
     report(measure(a.steps, a.jax_steps, tuple(a.skip)))
 

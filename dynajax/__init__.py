@@ -52,6 +52,9 @@ from . import func as func  # noqa: E402
 from . import testing as testing  # noqa: E402
 from . import viz as viz  # noqa: E402
 from .compile import compile as compile  # noqa: E402
+from ._compile_cache import set_compile_cache as set_compile_cache  # noqa: E402
+from ._compile_cache import compile_cache_dir as compile_cache_dir  # noqa: E402
+from . import _compile_cache  # noqa: E402
 from . import distributed as distributed  # noqa: E402
 from . import optim as optim  # noqa: E402
 from . import utils as utils  # noqa: E402
@@ -60,6 +63,8 @@ from .serialization import load as load  # noqa: E402
 from .serialization import save as save  # noqa: E402
 
 __version__ = "0.1.0"
+
+_compile_cache.from_environment()  # DYNAJAX_COMPILE_CACHE=folder turns the on-disk executable cache on
 
 
 def is_tensor(obj) -> bool:

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _bucketing, _rolling
+from . import _bucketing, _compile_cache, _rolling
 from ._capture import Capture, Sym, run_graph
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
@@ -63,7 +63,8 @@ class CompileStats:
     compiles: int = 0
     graph_breaks: int = 0
     capture_time: float = 0.0     # seconds spent re-running the Python step in capture mode
-    compile_time: float = 0.0     # seconds spent in jax.jit tracing + XLA compilation
+    compile_time: float = 0.0     # seconds spent in jax.jit tracing + XLA compilation (or loading)
+    cache_loads: int = 0          # executables loaded from the on-disk cache (set_compile_cache), not compiled
     recorded_ops: int = 0         # ops in the last recording
     rolled_loops: int = 0         # runs of identical segments compiled as one lax.scan (all compiles)
     compiled_ops: int = 0         # ops in the last compiled graph, after rolling
@@ -142,12 +143,14 @@ class Compiled:
                 exe = self.layout.prepare(exe, plan, cap, args, kwargs, self.donate)
             if plan.donate and self.donate:
                 _unshare(cap, plan.donate)
+            loads = _compile_cache.loads()
             outs = exe(*_split_donated(cap.inputs, plan.donate), cap.scalars)
         except BaseException:
             _restore(cap)
             raise
         if first:
             st.compile_time += time.perf_counter()
+            st.cache_loads += _compile_cache.loads() - loads
         _write_back(plan, cap, outs)
         return result
 

@@ -1,0 +1,85 @@
+"""dynajax.set_compile_cache: compiled executables kept on disk and loaded, not recompiled, by a later
+compile of the same program (a new process, or this one after its in-memory caches are cleared)."""
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+from helpers import train_step
+
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal((12, 7)).astype(np.float32)
+Y = RNG.integers(0, 5, 12)
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    """A fresh cache folder for the test; the cache is off again afterwards."""
+    yield tmp_path / "xla"
+    dj.set_compile_cache(None)
+
+
+def _run(compiled: bool, steps: int = 4):
+    """Losses and final parameters of ``steps`` Adam steps on a small MLP built from seed 0."""
+    dj.manual_seed(0)
+    model = nn.Sequential(nn.Linear(7, 11), nn.Tanh(), nn.Linear(11, 5))
+    step = train_step(model, dj.optim.Adam(model.parameters(), lr=1e-2), F.cross_entropy)
+    if compiled:
+        step = dj.compile(step)
+    x, y = dj.tensor(X), dj.tensor(Y)
+    losses = [step(x, y).item() for _ in range(steps)]
+    return losses, [p.detach().numpy() for p in model.parameters()], step
+
+
+def test_a_step_compiled_before_is_loaded_from_the_cache(cache_dir):
+    dj.set_compile_cache(cache_dir)
+    assert dj.compile_cache_dir() == str(cache_dir)
+    first = _run(compiled=True)
+    assert first[2].stats.compiles == 1 and first[2].stats.cache_loads == 0
+    assert len(os.listdir(cache_dir)) > 0
+    jax.clear_caches()      # as in a new process: only the disk cache remains
+    second = _run(compiled=True)
+    assert second[2].stats.compiles == 1 and second[2].stats.cache_loads == 1
+    assert second[0] == first[0]
+    for a, b in zip(first[1], second[1]):
+        np.testing.assert_array_equal(a, b)
+    eager = _run(compiled=False)   # and the loaded executable computes what the step computes eagerly
+    np.testing.assert_allclose(second[0], eager[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(second[1], eager[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_switched_off_the_cache_writes_nothing(cache_dir):
+    dj.set_compile_cache(cache_dir)
+    dj.set_compile_cache(None)
+    assert dj.compile_cache_dir() is None
+    f = dj.compile(lambda a: (a * 3.5).tanh().sum())
+    np.testing.assert_allclose(f(dj.tensor(X[:5])).item(), np.tanh(X[:5] * 3.5).sum(), rtol=1e-5)
+    assert not cache_dir.exists() or os.listdir(cache_dir) == []
+    assert f.stats.cache_loads == 0
+
+
+def test_bad_arguments_raise_and_change_nothing(cache_dir, tmp_path):
+    dj.set_compile_cache(cache_dir)
+    a_file = tmp_path / "not_a_folder"
+    a_file.write_text("x")
+    with pytest.raises(NotADirectoryError, match="not_a_folder"):
+        dj.set_compile_cache(a_file)
+    with pytest.raises(ValueError, match="max_bytes"):
+        dj.set_compile_cache(tmp_path / "other", max_bytes=-5)
+    assert dj.compile_cache_dir() == str(cache_dir)
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_environment_variable_turns_the_cache_on_at_import(tmp_path):
+    env = dict(os.environ, DYNAJAX_COMPILE_CACHE=str(tmp_path / "env_cache"))
+    out = subprocess.run([sys.executable, "-c", "import dynajax; print(dynajax.compile_cache_dir())"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(tmp_path / "env_cache")
+    assert (tmp_path / "env_cache").is_dir()
