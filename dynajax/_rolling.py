@@ -49,7 +49,7 @@ class Loop:
 def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, nvars: int, outs) -> tuple:
     """The eqns with every rollable run replaced by a scan eqn; returns ``(eqns, nvars, loops)``."""
     sigs = _signatures(eqns, keys, in_vars, in_avals, scalars)
-    if sigs is None or len(eqns) < MIN_TRIPS * 2:
+    if len(eqns) < MIN_TRIPS * 2:
         return eqns, nvars, []
     prod = {}
     for i, (_, _, _, ovars) in enumerate(eqns):
@@ -76,21 +76,27 @@ def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, n
                 break
     if not loops:
         return eqns, nvars, []
-    new, nvars = _emit(eqns, _unbound_slices(eqns, keys), sorted(loops, key=lambda lp: lp.start), nvars)
+    stacks = {i: dict(k[1]) for i, k in enumerate(keys) if getattr(k[0], "name", None) == "stack"}
+    new, nvars = _emit(eqns, _unbound_slices(eqns, keys), stacks, sorted(loops, key=lambda lp: lp.start), nvars)
     return _prune(new, outs), nvars, loops
 
 
 # ---------------------------------------------------------------- finding runs
 def _signatures(eqns, keys, in_vars, in_avals, scalars):
-    """One int per eqn: equal for eqns with the same op, static params and input shapes/dtypes."""
+    """One int per eqn: equal for eqns with the same op, static params and input shapes/dtypes. An eqn
+    whose output shapes were not looked up (the one-op backward, which records its own) and the eqns
+    reading its outputs get a signature of their own: they are never part of a run."""
     av = dict(zip(in_vars, in_avals))
     ids: dict = {}
     out = []
-    for (fn, _, refs, ovars), (key_fn, pkey, _) in zip(eqns, keys):
+    for i, ((fn, _, refs, ovars), (key_fn, pkey, _)) in enumerate(zip(eqns, keys)):
         a = tuple((av[r] if r >= 0 else type(scalars[-r - 1])) if type(r) is int else r for r in refs)
         hit = _SHAPES.get((fn, pkey, a))
         if hit is None:
-            return None
+            for v in ovars:
+                av[v] = ("unknown", v)
+            out.append(ids.setdefault(("unknown", i), len(ids)))
+            continue
         for v, sd in zip(ovars, hit[1]):
             av[v] = sd
         out.append(ids.setdefault((key_fn, pkey, a), len(ids)))
@@ -184,9 +190,10 @@ def _where(prod, r, s, p, m):
 
 
 # ---------------------------------------------------------------- emitting
-def _emit(eqns, unbound, loops, nvars):
+def _emit(eqns, unbound, stacks, loops, nvars):
     """The eqn list with each loop's eqns replaced by (stacks of per-iteration inputs, the scan eqn,
-    rows of its stacked outputs that later eqns read)."""
+    rows of its stacked outputs that later eqns read); ``stacks``: position -> params of each ``stack``
+    op eqn, which reads slices of a scan output instead of its rows where it can."""
     rows: dict = {}    # var -> (stacked var, row, length, 0): a value of a rolled run, now a row of a scan output
     new, i, li = [], 0, 0
     while i < len(eqns):
@@ -215,43 +222,78 @@ def _emit(eqns, unbound, loops, nvars):
                     new.append((_row, {"m": m}, (yv,), (v,)))  # pruned unless something reads it as a value
             i = lp.start + lp.k * lp.p
             continue
-        new.append(eqns[i])
+        if i in stacks and len(_runs(eqns[i][2], rows, unbound)) < len(eqns[i][2]):
+            # ``stack`` of a loop's per-step results (or of a sequence's unbound pieces): slices of the array
+            var, nvars = _stacked(eqns[i][2], rows, unbound, new, nvars)
+            new.append((_restack, stacks[i], (var,), eqns[i][3]))
+        else:
+            new.append(eqns[i])
         i += 1
     return new, nvars
 
 
 def _stacked(group, rows, unbound, new, nvars):
-    """A var holding ``stack(group)``: a slice of the array the rows come from when they are consecutive."""
-    k = len(group)
-    src = _progression([rows.get(r) for r in group], k)
-    if src is None:
-        src = _progression([unbound.get(r) for r in group], k)
-    if src is not None:
-        (var, axis, start, step, _) = src
-        new.append((_take, {"axis": axis, "start": start, "step": step, "length": k}, (var,), (nvars,)))
+    """A var holding ``stack(group)``: slices of the arrays the rows come from where they are consecutive
+    rows of one array (all of them: one slice; a run of them beside single values, such as a backward
+    loop reading the forward's states and, at its last step, the initial state: the slices and those
+    values joined), else a stack of the rows."""
+    pieces = _runs(group, rows, unbound)
+    if len(pieces) == len(group):
+        new.append((_stack, {}, tuple(group), (nvars,)))
         return nvars, nvars + 1
-    new.append((_stack, {}, tuple(group), (nvars,)))
+    parts = []
+    for what, n in pieces:
+        if n:
+            var, axis, start, step, _ = what
+            new.append((_take, {"axis": axis, "start": start, "step": step, "length": n}, (var,), (nvars,)))
+        else:
+            new.append((_stack, {}, (what,), (nvars,)))
+        parts.append(nvars)
+        nvars += 1
+    if len(parts) == 1:
+        return parts[0], nvars
+    new.append((_concat, {}, tuple(parts), (nvars,)))
     return nvars, nvars + 1
 
 
-def _progression(items, k):
-    """(source var, axis, start, step ±1, size) if ``items`` are rows start, start+step, ... of one source."""
-    if any(it is None for it in items):
-        return None
-    var, m0, size, axis = items[0]
-    step = items[1][1] - m0
-    if step not in (1, -1):
-        return None
-    for i, it in enumerate(items):
-        if it[0] != var or it[1] != m0 + i * step or it[3] != axis:
-            return None
-    return var, axis, m0, step, size
+def _runs(group, rows, unbound) -> list:
+    """``group`` as pieces: ``(source, n)`` for a run of n >= 2 consecutive rows of one array (source as
+    :func:`_longest_progression` gives it), ``(var, 0)`` for a single value."""
+    pieces, i = [], 0
+    while i < len(group):
+        n, src = _longest_progression(group, i, rows, unbound)
+        pieces.append((src, n) if n >= 2 else (group[i], 0))
+        i += n if n >= 2 else 1
+    return pieces
+
+
+def _longest_progression(group, i, rows, unbound):
+    """(n, (source var, axis, start, step ±1, size)) of the longest run ``group[i:i+n]`` of consecutive
+    rows (or slices) ``start, start+step, ...`` of one array."""
+    best = (0, None)
+    for table in (rows, unbound):
+        first = table.get(group[i])
+        if first is None:
+            continue
+        var, m0, size, axis = first
+        n, step, prev = 1, None, m0
+        for r in group[i + 1:]:
+            it = table.get(r)
+            if it is None or it[0] != var or it[3] != axis or it[1] - prev not in ((1, -1) if step is None else (step,)):
+                break
+            step, prev, n = it[1] - prev, it[1], n + 1
+        if n > best[0]:
+            best = (n, (var, axis, m0, step or 1, size))
+    return best
 
 
 def _unbound_slices(eqns, keys) -> dict:
     """var -> (source var, index, size, axis) for each ``source.select(axis, index)`` (``unbind``'s pieces)."""
     found = {}
     for (_, params, refs, ovars), (key_fn, _, _) in zip(eqns, keys):
+        if getattr(key_fn, "name", None) == "unbind" and type(refs[0]) is int:   # all pieces at once
+            found.update((v, (refs[0], i, len(ovars), params["dim"])) for i, v in enumerate(ovars))
+            continue
         if getattr(key_fn, "name", None) != "slice" or params.get("dims") != () or type(refs[0]) is not int:
             continue
         basic, shape = params.get("basic", ()), params.get("in_shape")
@@ -319,6 +361,15 @@ def _row(y, *, m):
 
 def _stack(*xs):
     return jnp.stack(xs)
+
+
+def _concat(*xs):
+    return jnp.concatenate(xs)
+
+
+def _restack(x, *, dim, dtype):
+    """The registry ``stack`` of the rows of ``x`` (stacked on axis 0): on ``dim``, as ``dtype``."""
+    return jnp.moveaxis(x, 0, dim).astype(dtype)
 
 
 def _take(x, *, axis, start, step, length):

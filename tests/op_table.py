@@ -213,6 +213,8 @@ entry("scatter_reduce", lambda x, i, s: dj.scatter_reduce(x, 1, i, s, "amax"),
 
 # ---------------------------------------------------------------- join / reorder
 entry("cat", lambda x, y: dj.cat([x, y], 1), two(normal(2, 3), normal(2, 1)))
+entry("stack", lambda x, y: dj.stack([x, y * 2, x], 1), two(normal(2, 3), normal(2, 3)))
+entry("unbind", lambda x: [p * (i + 1) for i, p in enumerate(x.unbind(1))], normal(2, 3, 2))
 entry("flip", lambda x: dj.flip(x, (0, 1)), normal(*S))
 entry("roll", lambda x: dj.roll(x, 1, 1), normal(*S))
 entry("repeat", lambda x: x.repeat(2, 1, 2), normal(*S))
@@ -398,3 +400,23 @@ entry("lstm_scan_backward", vjp_of(lambda *a: _lstm(*a)[1][1], wrt=(0, 3)), cat_
       order=1, rtol=1e-4, atol=1e-5)
 entry("lstm_scan_backward_backward", vjp_of(vjp_of(lambda *a: _lstm(*a)[0], wrt=(3,)), wrt=(5,)),
       cat_inputs(_LSTM_IN, normal(3, 2, 2), normal(8, 2)), order=0, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- fused cell steps (one op per step)
+from dynajax.nn._rnn_scan import cell_step  # noqa: E402
+
+_gru_cell = lambda x, h, wi, wh, bi, bh: cell_step("GRU", x, h, wi, wh, bi, bh)  # noqa: E731
+_GRU_CELL_IN = cat_inputs(normal(2, 3), normal(2, 2), normal(6, 3), normal(6, 2), normal(6), normal(6))
+entry("rnn_cell", _gru_cell, _GRU_CELL_IN, rtol=1e-4, atol=1e-5)
+entry("rnn_cell_backward", vjp_of(_gru_cell, wrt=(0, 1, 2, 3)), cat_inputs(_GRU_CELL_IN, normal(2, 2)),
+      order=1, rtol=1e-4, atol=1e-5)
+entry("rnn_cell_backward_backward", vjp_of(vjp_of(_gru_cell, wrt=(3,)), wrt=(6,)),
+      cat_inputs(_GRU_CELL_IN, normal(2, 2), normal(6, 2)), order=0, rtol=1e-4, atol=1e-5)
+_lstm_cell = lambda x, h, c, wi, wh, bi, bh: cell_step("LSTM", x, (h, c), wi, wh, bi, bh)  # noqa: E731
+_LSTM_CELL_IN = cat_inputs(normal(2, 3), normal(2, 2), normal(2, 2), normal(8, 3), normal(8, 2), normal(8),
+                           normal(8))
+entry("lstm_cell", _lstm_cell, _LSTM_CELL_IN, rtol=1e-4, atol=1e-5)
+entry("lstm_cell_backward", vjp_of(lambda *a: _lstm_cell(*a)[1], wrt=(0, 2, 3, 4)),
+      cat_inputs(_LSTM_CELL_IN, normal(2, 2)), order=1, rtol=1e-4, atol=1e-5)
+entry("lstm_cell_backward_backward", vjp_of(vjp_of(lambda *a: _lstm_cell(*a)[0], wrt=(4,)), wrt=(7,)),
+      cat_inputs(_LSTM_CELL_IN, normal(2, 2), normal(8, 2)), order=0, rtol=1e-4, atol=1e-5)

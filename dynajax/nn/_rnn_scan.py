@@ -231,15 +231,61 @@ lstm_scan.defvjp(_lstm_rule)
 rnn_scan.none_cotangents = lstm_scan.none_cotangents = True
 
 
+def _bias(b, w):
+    """``b``, or zeros of the gate size of ``w`` for a layer without bias."""
+    if b is not None:
+        return b
+    from ..ops.creation import zeros
+    return zeros(w.shape[0], dtype=w.dtype)
+
+
 def run_layer(mode: str, gi, state, w_hh, b_hh, mask, reverse: bool):
     """The recurrence of one layer and direction over the projected inputs ``gi`` (T, B, G*H):
     returns ``(ys, state_n)`` with ``state`` ``h`` or ``(h, c)``; ``b_hh`` None: no bias."""
-    if b_hh is None:
-        from ..ops.creation import zeros
-        b_hh = zeros(w_hh.shape[0], dtype=w_hh.dtype)
+    b_hh = _bias(b_hh, w_hh)
     args = [gi, *(state if mode == "LSTM" else (state,)), w_hh, b_hh]
     if mask is not None:
         args.append(mask)
     o = lstm_scan if mode == "LSTM" else rnn_scan
     res = apply(o, *args, mode=mode, reverse=bool(reverse), has_mask=mask is not None)
     return (res[0], (res[1], res[2])) if mode == "LSTM" else (res[0], res[1])
+
+
+# ---------------------------------------------------------------- single steps (RNNCell, LSTMCell, GRUCell)
+def _cell_impl(*args, mode):
+    """One cell step from its input: ``x, h, [c], w_ih, w_hh, b_ih, b_hh`` -> ``h'`` (LSTM: ``h', c'``)."""
+    if mode == "LSTM":
+        x, h, c, w_ih, w_hh, b_ih, b_hh = args
+    else:
+        (x, h, w_ih, w_hh, b_ih, b_hh), c = args, None
+    h2, c2, _ = _cell(mode, jnp.matmul(x, w_ih.T) + b_ih, h, c, w_hh, b_hh)
+    return (h2, c2) if mode == "LSTM" else h2
+
+
+# One op per step and one for its backward (jax.vjp of the step), instead of the ~20 ops of the step and
+# ~50 of its backward when composed: a Python loop over a cell records (and, compiled, captures) a few
+# ops per time step. Second derivatives: jax.vjp of the backward.
+rnn_cell = vjp_chain("rnn_cell", _cell_impl, 1, 6, 2)
+lstm_cell = vjp_chain("lstm_cell", _cell_impl, 2, 7, 2)
+
+
+def cell_step(mode: str, x, state, w_ih, w_hh, b_ih, b_hh):
+    """One step of an ``RNN_TANH``/``RNN_RELU``/``GRU`` cell (``state`` h) or an ``LSTM`` cell (``state``
+    ``(h, c)``) on a batch ``x`` (B, I), with PyTorch's checks; returns ``h'`` or ``(h', c')``. A bias
+    None: none."""
+    hs = state if mode == "LSTM" else (state,)
+    if x.shape[1] != w_ih.shape[1]:
+        raise RuntimeError(f"input has inconsistent input_size: got {x.shape[1]} expected {w_ih.shape[1]}")
+    for i, h in enumerate(hs):
+        if h.shape[0] != x.shape[0]:
+            raise RuntimeError(f"Input batch size {x.shape[0]} doesn't match hidden{i} batch size {h.shape[0]}")
+        if h.shape[1] != w_hh.shape[1]:
+            raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {h.shape[1]}, expected {w_hh.shape[1]}")
+    b_ih, b_hh = _bias(b_ih, w_ih), _bias(b_hh, w_hh)
+    for t in (x, *hs, w_hh, b_ih, b_hh):
+        if t.dtype != w_ih.dtype:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {t.dtype.legacy_name} and "
+                               f"{w_ih.dtype.legacy_name}")
+    if mode == "LSTM":
+        return tuple(apply(lstm_cell, x, *hs, w_ih, w_hh, b_ih, b_hh, mode=mode))
+    return apply(rnn_cell, x, *hs, w_ih, w_hh, b_ih, b_hh, mode=mode)

@@ -18,12 +18,12 @@ from .._tensor import Tensor, _wrap_dim, method
 from .convert import clone
 from .creation import zeros
 from .elementwise import export, with_out
-from .index import narrow, select
+from .index import _FULL, _slice, narrow
 from .reduce import norm_dims
 from .reduce import sum as _sum
-from .registry import apply, op
+from .registry import VARIADIC, apply, op
 from .shape import _permute, _sizes, expand, reshape, squeeze, t, transpose, unsqueeze
-from .views import _check_inplace_allowed, _rebind, make_view
+from .views import _check_inplace_allowed, _link, _rebind, make_view
 
 __all__ = [
     "cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack", "column_stack",
@@ -131,8 +131,30 @@ def stack(tensors, dim: int = 0, *, out=None) -> Tensor:
         if _shape(x) != ref:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} at entry 0 "
                                f"and {list(_shape(x))} at entry {i}")
+    for i, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
     d = _wrap_dim(dim, len(ref) + 1)
-    return with_out(cat([unsqueeze(x, d) for x in tensors], d), out)
+    dtype = tensors[0]._value.dtype
+    for x in tensors[1:]:
+        dtype = _dtype.promote_types(dtype, x._value.dtype)
+    return with_out(apply(_stack, *tensors, dim=d, dtype=np.dtype(dtype)), out)
+
+
+# one op each way (not one unsqueeze per tensor and a cat, or one select per piece): a Python loop that
+# unbinds a sequence and stacks its per-step results records two ops, whatever its length
+@op("stack")
+def _stack(*xs, dim, dtype):
+    return jnp.stack([x.astype(dtype) for x in xs], axis=dim)
+
+
+@op("unbind", nout=VARIADIC)
+def _unbind(x, *, dim):
+    return tuple(jax.lax.index_in_dim(x, i, dim, keepdims=False) for i in range(x.shape[dim]))
+
+
+_stack.defvjp(lambda g, out, *xs, dim, dtype: tuple(apply(_unbind, g, dim=dim)))
+_unbind.defvjp(lambda g, out, x, *, dim: (apply(_stack, *g, dim=dim, dtype=g[0]._value.dtype),))
 
 
 def _nonempty(tensors, name: str) -> list:
@@ -256,7 +278,12 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
     if not shape:
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     d = _wrap_dim(dim, len(shape))
-    return tuple(select(input, d, i) for i in range(shape[d]))
+    if shape[d] == 0:
+        return ()
+    pieces = apply(_unbind, input, dim=d)
+    # each piece is the view ``input.select(d, i)`` would give: writes through it reach the base
+    return tuple(_link(p, input, (_slice, (("basic", (_FULL,) * d + (i,)), ("dims", ()), ("in_shape", shape))))
+                 for i, p in enumerate(pieces))
 
 
 # ---------------------------------------------------------------- flip / roll / rot90

@@ -80,8 +80,8 @@ class Op:
         Only the inputs (and ``out``) that the rules' bodies read are saved for
         backward, so only those are checked for later in-place modification.
         """
-        if self.nout == VARIADIC:
-            raise TypeError(f"op {self.name!r} has a variable number of outputs and cannot have a VJP rule")
+        if self.nout == VARIADIC and len(rules) != 1:
+            raise TypeError(f"op {self.name!r} has a variable number of outputs: give it one rule for all inputs")
         if len(rules) == 1:
             rule = rules[0]
             self.per_input = None
@@ -120,12 +120,12 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
-VARIADIC = 0   # ``nout`` of an op whose impl returns a tuple of any length (no VJP: fused optimizer updates)
+VARIADIC = 0   # ``nout`` of an op whose impl returns a tuple of any length (``unbind``, fused optimizer updates)
 
 
 def op(name: str, nout: int = 1, check=None, error=None, backward_name=None):
     """Decorator: register ``impl`` as op ``name`` and return the :class:`Op`; ``nout``: its number of
-    outputs (``VARIADIC``: a tuple whose length depends on the inputs, for ops without a VJP)."""
+    outputs (``VARIADIC``: a tuple whose length depends on the inputs)."""
     def register(impl: Callable) -> Op:
         if name in OPS:
             raise ValueError(f"op {name!r} is registered twice")

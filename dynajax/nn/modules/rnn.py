@@ -11,7 +11,7 @@ from ...ops.creation import empty, zeros
 from .. import functional as F
 from .. import init
 from .._ops import linear, whole_program
-from .._rnn_scan import run_layer
+from .._rnn_scan import cell_step, run_layer
 from ..parameter import Parameter
 from .module import Module
 
@@ -20,32 +20,6 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 def _proj(x, w, b):
     return linear(x, w, b)
-
-
-def _rnn_step(act):
-    def step(gi, h, w_hh, b_hh):
-        return act(gi + _proj(h, w_hh, b_hh))
-    return step
-
-
-def _lstm_step(gi, state, w_hh, b_hh):
-    h, c = state
-    i, f, g, o = (gi + _proj(h, w_hh, b_hh)).chunk(4, -1)
-    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    return o.sigmoid() * c.tanh(), c
-
-
-def _gru_step(gi, h, w_hh, b_hh):
-    gh = _proj(h, w_hh, b_hh)
-    ir, iz, in_ = gi.chunk(3, -1)
-    hr, hz, hn = gh.chunk(3, -1)
-    r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
-    n = (in_ + r * hn).tanh()
-    return (1 - z) * n + z * h
-
-
-_STEPS = {"RNN_TANH": _rnn_step(lambda x: x.tanh()), "RNN_RELU": _rnn_step(lambda x: x.relu()),
-          "LSTM": _lstm_step, "GRU": _gru_step}
 
 
 def _hidden(state, mode):
@@ -250,7 +224,7 @@ class _CellBase(Module):
             hx = (z, z) if self._mode == "LSTM" else z
         elif not batched:
             hx = tuple(h.unsqueeze(0) for h in hx) if self._mode == "LSTM" else hx.unsqueeze(0)
-        out = _STEPS[self._mode](_proj(x, self.weight_ih, self.bias_ih), hx, self.weight_hh, self.bias_hh)
+        out = cell_step(self._mode, x, hx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         if not batched:
             out = tuple(o.squeeze(0) for o in out) if self._mode == "LSTM" else out.squeeze(0)
         return out
