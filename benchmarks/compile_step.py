@@ -5,7 +5,9 @@ PyTorch eager, on three workloads:
 - CNN on 28x28x1, batch 64: conv 1->16 3x3 + BatchNorm2d + ReLU + MaxPool2d(2), conv 16->32 3x3 + ReLU +
   MaxPool2d(2), Dropout(0.25), Linear 1568->10; cross-entropy, SGD momentum 0.9;
 - LSTM language model: vocab 100, embedding 64, LSTM hidden 128, batch 32, seq 35, Linear to vocab;
-  cross-entropy over every position, Adam.
+  cross-entropy over every position, Adam;
+- the same with a GRU written as a Python loop over ``GRUCell`` (the define-by-run way); PyTorch runs
+  the same loop over ``torch.nn.GRUCell``, hand-written JAX a ``lax.scan``.
 
 The hand-written JAX steps are value_and_grad + the same optimizer update written by hand under one
 jax.jit (NHWC convolutions, max-pool by reshape-and-max, the LSTM by lax.scan). Prints medians (ms/step)
@@ -14,7 +16,7 @@ and ratios to the hand-written jax.jit step and to PyTorch eager; also dynajax.c
 recorded op, and graph breaks per step. Rounds interleave the contenders so machine noise hits all of
 them alike. ``run()`` returns the rows for benchmarks/run_all.py.
 
-    python benchmarks/compile_step.py [--steps 10] [--rounds 5] [--no-donate] [--only mlp cnn lstm]
+    python benchmarks/compile_step.py [--steps 10] [--rounds 5] [--no-donate] [--only mlp cnn lstm cell]
 """
 from __future__ import annotations
 
@@ -299,6 +301,74 @@ def lstm_torch_step():
     return _torch_runner(model, opt, _lm_loss(torch.nn.functional), torch.from_numpy(tn), torch.from_numpy(yn))
 
 
+# ---------------------------------------------------------------- GRU cell loop language model
+
+def _cell_lm(ns, lib):
+    """Embedding -> a Python loop over ``GRUCell`` (batch first) -> Linear, from a torch-like namespace and
+    its library (dynajax or torch): the define-by-run way to write an RNN."""
+    class CellLM(ns.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = ns.Embedding(VOCAB, EMBED)
+            self.cell = ns.GRUCell(EMBED, HIDDEN)
+            self.head = ns.Linear(HIDDEN, VOCAB)
+
+        def forward(self, tokens):
+            h, hs = lib.zeros(tokens.shape[0], HIDDEN), []
+            for x in self.embed(tokens).unbind(1):
+                h = self.cell(x, h)
+                hs.append(h)
+            return self.head(lib.stack(hs, 1))
+    return CellLM()
+
+
+def cell_dynajax_step(compiled: bool, donate: bool = True):
+    """GRUCell-loop LM step in dynajax: (runner, step function)."""
+    dj.manual_seed(0)
+    model = _cell_lm(nn, dj)
+    opt = dj.optim.Adam(model.parameters(), lr=LR)
+    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate)
+
+
+def cell_jax_step():
+    """The same model hand-written in JAX: PyTorch's GRU gates (r, z, n), the loop as lax.scan, Adam."""
+    ks = jax.random.split(jax.random.PRNGKey(0), 7)
+    params = {"embed": jax.random.normal(ks[0], (VOCAB, EMBED), jnp.float32),
+              "w_ih": _uniform(ks[1], (EMBED, 3 * HIDDEN), HIDDEN), "w_hh": _uniform(ks[2], (HIDDEN, 3 * HIDDEN), HIDDEN),
+              "b_ih": _uniform(ks[3], (3 * HIDDEN,), HIDDEN), "b_hh": _uniform(ks[4], (3 * HIDDEN,), HIDDEN),
+              "hw": _uniform(ks[5], (HIDDEN, VOCAB), HIDDEN), "hb": _uniform(ks[6], (VOCAB,), HIDDEN)}
+
+    def loss_fn(p, tokens, y):
+        def cell(h, x):
+            ir, iz, in_ = jnp.split(x @ p["w_ih"] + p["b_ih"], 3, -1)
+            hr, hz, hn = jnp.split(h @ p["w_hh"] + p["b_hh"], 3, -1)
+            r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
+            h = (1 - z) * jnp.tanh(in_ + r * hn) + z * h
+            return h, h
+        _, hs = jax.lax.scan(cell, jnp.zeros((tokens.shape[0], HIDDEN), jnp.float32),
+                             p["embed"][tokens].swapaxes(0, 1))
+        return _xent(hs.swapaxes(0, 1) @ p["hw"] + p["hb"], y)
+
+    @jax.jit
+    def step(state, tokens, y):
+        p, m, v, t = state
+        loss, g = jax.value_and_grad(loss_fn)(p, tokens, y)
+        return loss, _adam_update(p, m, v, t, g)
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    tn, yn = _lm_data()
+    return _stateful(step, (params, zeros, zeros, jnp.zeros((), jnp.float32)), jnp.asarray(tn), jnp.asarray(yn))
+
+
+def cell_torch_step():
+    """GRUCell-loop LM step in PyTorch (raises ImportError without torch)."""
+    import torch
+    torch.manual_seed(0)
+    model = _cell_lm(torch.nn, torch)
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    tn, yn = _lm_data()
+    return _torch_runner(model, opt, _lm_loss(torch.nn.functional), torch.from_numpy(tn), torch.from_numpy(yn))
+
+
 # ---------------------------------------------------------------- measuring
 
 class Workload(NamedTuple):
@@ -318,6 +388,8 @@ WORKLOADS = [
              cnn_dynajax_step, cnn_jax_step, cnn_torch_step),
     Workload("lstm", "LSTM LM vocab 100, embed 64, hidden 128, batch 32, seq 35, Adam",
              lstm_dynajax_step, lstm_jax_step, lstm_torch_step, eager_div=6),
+    Workload("cell", "GRUCell loop LM (a Python loop over nn.GRUCell) vocab 100, embed 64, hidden 128, batch 32, "
+             "seq 35, Adam", cell_dynajax_step, cell_jax_step, cell_torch_step, eager_div=6),
 ]
 NAMES = {"dynajax_eager": "dynajax eager", "dynajax_compiled": "dynajax compiled",
          "jax": "jax.jit (hand-written)", "torch": "PyTorch eager"}
