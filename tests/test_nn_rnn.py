@@ -33,6 +33,54 @@ def test_lstm_initial_state_unbatched_and_cells():
         nn.GRU(3, 4)(dj.zeros(5, 2, 3), dj.zeros(1, 3, 4))
 
 
+@pytest.mark.parametrize("name, kw", [("RNNCell", dict(nonlinearity="relu")), ("RNNCell", dict(bias=False)),
+                                      ("GRUCell", dict(bias=False)), ("LSTMCell", dict(bias=False))])
+def test_cells_with_given_state_and_options(name, kw):
+    m, t = getattr(nn, name)(3, 4, **kw), getattr(torch.nn, name)(3, 4, **kw)
+    if name == "LSTMCell":
+        _check_lstm_cell(m, t, randn(2, 3), randn(2, 4), randn(2, 4))
+    else:
+        check_module(m, t, randn(2, 3), randn(2, 4), atol=1e-6)
+
+
+def _check_lstm_cell(m, t, x, h, c):
+    m.load_state_dict(t.state_dict())
+    xs = [dj.tensor(a, requires_grad=True) for a in (x, h, c)]
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, h, c)]
+    hd, cd = m(xs[0], (xs[1], xs[2]))
+    ht, ct = t(ts[0], (ts[1], ts[2]))
+    assert_close(hd, ht, atol=1e-6)
+    assert_close(cd, ct, atol=1e-6)
+    (hd.sum() * 2 + (cd * cd).sum()).backward()
+    (ht.sum() * 2 + (ct * ct).sum()).backward()
+    for a, b in zip(xs + list(m.parameters()), ts + list(t.parameters())):
+        assert_close(a.grad, b.grad, atol=1e-5)
+
+
+def test_a_cell_step_is_one_op_and_its_backward_one_op():
+    cell = nn.GRUCell(3, 4)
+    h = cell(dj.randn(2, 3, requires_grad=True), dj.randn(2, 4))
+    assert h.grad_fn.name() == "RnnCellBackward0"
+    assert [type(e[0]).__name__ for e in h.grad_fn.next_functions if e[0] is not None].count("AccumulateGrad") == 5
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, lib: m.GRUCell(3, 4)(lib.randn(2, 5)),
+    lambda m, lib: m.GRUCell(3, 4)(lib.randn(2, 3, dtype=lib.float64)),
+    lambda m, lib: m.GRUCell(3, 4)(lib.randn(2, 3), lib.randn(3, 4)),
+    lambda m, lib: m.RNNCell(3, 4)(lib.randn(2, 3), lib.randn(2, 5)),
+    lambda m, lib: m.GRUCell(3, 4)(lib.randn(2, 3), lib.randn(2, 4, dtype=lib.float64)),
+    lambda m, lib: m.LSTMCell(3, 4)(lib.randn(2, 3), (lib.randn(2, 4), lib.randn(3, 4))),
+    lambda m, lib: m.LSTMCell(3, 4)(lib.randn(2, 2, 3)),
+])
+def test_cell_errors_match_pytorch(call):
+    with pytest.raises(Exception) as want:
+        call(torch.nn, torch)
+    with pytest.raises(type(want.value)) as got:
+        call(nn, dj)
+    assert str(got.value) == str(want.value)
+
+
 def test_rnn_dropout_between_layers_train_only():
     m = nn.GRU(3, 4, num_layers=2, dropout=0.5)
     x = dj.randn(3, 2, 3)

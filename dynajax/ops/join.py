@@ -126,14 +126,14 @@ def stack(tensors, dim: int = 0, *, out=None) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
+    for i, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
     ref = _shape(tensors[0])
     for i, x in enumerate(tensors[1:], 1):
         if _shape(x) != ref:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} at entry 0 "
                                f"and {list(_shape(x))} at entry {i}")
-    for i, x in enumerate(tensors):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
     d = _wrap_dim(dim, len(ref) + 1)
     dtype = tensors[0]._value.dtype
     for x in tensors[1:]:
