@@ -146,20 +146,11 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0,
     def body(carry, xs):
         dh, dc = carry
         gi_t, gh_t, hp_t, cp_t, gy_t, gc_t, ggh_t, m_t, a_t = xs
-
-        def f(a, b, hp, cp):
-            h2, c2 = _gates(mode, a, b, hp, cp)
-            if m_t is not None:
-                h2 = jnp.where(m_t, h2, hp)
-                c2 = None if cp is None else jnp.where(m_t, c2, cp)
-            return h2, c2
         ct = (_plus(dh, gy_t), None if dc is None else _plus(dc, gc_t))
 
         def run(_):
-            _, vjp = jax.vjp(f, gi_t, gh_t, hp_t, cp_t)
-            dgi, dgh, dhp, dcp = vjp(ct)
-            dgh = _plus(dgh, ggh_t)
-            return (dhp + jnp.matmul(dgh, w_hh), dcp), (dgi, dgh)
+            dgi, dgh, dhp, dcp = _step_backward(mode, ct, gi_t, gh_t, hp_t, cp_t, w_hh, m_t, ggh_t)
+            return (dhp, dcp), (dgi, dgh)
         if m_t is None:
             return run(None)
         # a step masked for every row passed its state through (and its gh is a constant): so do the
@@ -169,6 +160,23 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0,
     xs = (gi, gh, hprev, cprev, g_ys, g_cs, g_gh, m, _active(m))
     (dh0, dc0), (dgi, dgh) = jax.lax.scan(body, (g_h, g_c), xs, reverse=not reverse)
     return dgi, dh0, dc0, jnp.einsum("tbg,tbh->gh", dgh, hprev), dgh.sum((0, 1))
+
+
+def _step_backward(mode, ct, gi, gh, hp, cp, w_hh, m=None, g_gh=None):
+    """One step's backward from its projections ``gi``, ``gh`` (saved, not recomputed) and the state before
+    it: ``(dgi, dgh, dh, dc)`` for the cotangents ``ct = (dh', dc')`` of the state after it (``dc``, ``cp``
+    None except for LSTM; ``m`` a row mask: masked rows keep their state; ``g_gh``: a cotangent reaching
+    ``gh`` itself). ``dh`` includes the path through ``gh = h W_hh^T + b_hh``."""
+    def f(a, b, h, c):
+        h2, c2 = _gates(mode, a, b, h, c)
+        if m is not None:
+            h2 = jnp.where(m, h2, h)
+            c2 = None if c is None else jnp.where(m, c2, c)
+        return h2, c2
+    _, vjp = jax.vjp(f, gi, gh, hp, cp)
+    dgi, dgh, dh, dc = vjp(ct)
+    dgh = _plus(dgh, g_gh)
+    return dgi, dgh, dh + jnp.matmul(dgh, w_hh), dc
 
 
 def _plus(x, y):
@@ -253,20 +261,53 @@ def run_layer(mode: str, gi, state, w_hh, b_hh, mask, reverse: bool):
 
 # ---------------------------------------------------------------- single steps (RNNCell, LSTMCell, GRUCell)
 def _cell_impl(*args, mode):
-    """One cell step from its input: ``x, h, [c], w_ih, w_hh, b_ih, b_hh`` -> ``h'`` (LSTM: ``h', c'``)."""
+    """One cell step from its input: ``x, h, [c], w_ih, w_hh, b_ih, b_hh`` -> ``h', [c'], gi, gh``: the new
+    state and, for its backward, the projections ``gi = x W_ih^T + b_ih`` and ``gh = h W_hh^T + b_hh``."""
     if mode == "LSTM":
         x, h, c, w_ih, w_hh, b_ih, b_hh = args
     else:
         (x, h, w_ih, w_hh, b_ih, b_hh), c = args, None
-    h2, c2, _ = _cell(mode, jnp.matmul(x, w_ih.T) + b_ih, h, c, w_hh, b_hh)
-    return (h2, c2) if mode == "LSTM" else h2
+    gi = jnp.matmul(x, w_ih.T) + b_ih
+    h2, c2, gh = _cell(mode, gi, h, c, w_hh, b_hh)
+    return (h2, c2, gi, gh) if mode == "LSTM" else (h2, gi, gh)
 
 
-# One op per step and one for its backward (jax.vjp of the step), instead of the ~20 ops of the step and
-# ~50 of its backward when composed: a Python loop over a cell records (and, compiled, captures) a few
-# ops per time step. Second derivatives: jax.vjp of the backward.
-rnn_cell = vjp_chain("rnn_cell", _cell_impl, 1, 6, 2)
-lstm_cell = vjp_chain("lstm_cell", _cell_impl, 2, 7, 2)
+def _cell_backward_impl(*args, mode, given):
+    """Cotangents ``dx, dh, [dc], dw_ih, dw_hh, db_ih, db_hh`` of a cell step. Inputs: the given ones of
+    the cotangents of its outputs (``h', [c'], gi, gh``), then ``x, h, [c], w_ih, w_hh, gi, gh``."""
+    lstm = mode == "LSTM"
+    cts, it = _given(args, given)
+    g_h, g_c, g_gi, g_gh = cts if lstm else (cts[0], None, cts[1], cts[2])
+    x, h = next(it), next(it)
+    c = next(it) if lstm else None
+    w_ih, w_hh, gi, gh = (next(it) for _ in range(4))
+    ct = (jnp.zeros_like(h) if g_h is None else g_h, (jnp.zeros_like(c) if g_c is None else g_c) if lstm else None)
+    dgi, dgh, dh, dc = _step_backward(mode, ct, gi, gh, h, c, w_hh, g_gh=g_gh)
+    dgi = _plus(dgi, g_gi)
+    grads = (jnp.matmul(dgi, w_ih), dh, *((dc,) if lstm else ()), jnp.matmul(dgi.T, x), jnp.matmul(dgh.T, h),
+             dgi.sum(0), dgh.sum(0))
+    return grads
+
+
+# One op per step (saving its projections) and one for its backward, instead of the ~20 ops of the step
+# and ~50 of its backward when composed: a Python loop over a cell records (and, compiled, captures) a few
+# ops per time step, and its backward recomputes no matmul. Second derivatives: jax.vjp of the backward.
+_cell_backward = vjp_chain("rnn_cell_backward", _cell_backward_impl, 6, lambda p: sum(p["given"]) + 6, 1)
+_lstm_cell_backward = vjp_chain("lstm_cell_backward", _cell_backward_impl, 7, lambda p: sum(p["given"]) + 7, 1)
+
+
+def _cell_rule(g, out, *args, mode):
+    cts, given = _present(g)
+    ins = args[:-2]   # the biases' cotangents are sums of those of the projections
+    o = _lstm_cell_backward if mode == "LSTM" else _cell_backward
+    return tuple(apply(o, *cts, *ins, out[-2], out[-1], given=given, mode=mode))
+
+
+rnn_cell = op("rnn_cell", nout=3)(_cell_impl)
+lstm_cell = op("lstm_cell", nout=4)(_cell_impl)
+rnn_cell.defvjp(_cell_rule)
+lstm_cell.defvjp(_cell_rule)
+rnn_cell.none_cotangents = lstm_cell.none_cotangents = True   # the projections are usually unused
 
 
 def cell_step(mode: str, x, state, w_ih, w_hh, b_ih, b_hh):
@@ -287,5 +328,5 @@ def cell_step(mode: str, x, state, w_ih, w_hh, b_ih, b_hh):
             raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {t.dtype.legacy_name} and "
                                f"{w_ih.dtype.legacy_name}")
     if mode == "LSTM":
-        return tuple(apply(lstm_cell, x, *hs, w_ih, w_hh, b_ih, b_hh, mode=mode))
-    return apply(rnn_cell, x, *hs, w_ih, w_hh, b_ih, b_hh, mode=mode)
+        return tuple(apply(lstm_cell, x, *hs, w_ih, w_hh, b_ih, b_hh, mode=mode)[:2])
+    return apply(rnn_cell, x, *hs, w_ih, w_hh, b_ih, b_hh, mode=mode)[0]
