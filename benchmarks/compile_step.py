@@ -260,6 +260,18 @@ def lstm_dynajax_step(compiled: bool, donate: bool = True):
     return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate)
 
 
+def _lm_jax_runner(params, loss_fn):
+    """The runner of a hand-written language-model step: jax.jit of value_and_grad + Adam on the LM data."""
+    @jax.jit
+    def step(state, tokens, y):
+        p, m, v, t = state
+        loss, g = jax.value_and_grad(loss_fn)(p, tokens, y)
+        return loss, _adam_update(p, m, v, t, g)
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    tn, yn = _lm_data()
+    return _stateful(step, (params, zeros, zeros, jnp.zeros((), jnp.float32)), jnp.asarray(tn), jnp.asarray(yn))
+
+
 def lstm_jax_step():
     """LSTM LM step hand-written in JAX: PyTorch's gate order (i, f, g, o), lax.scan over time, Adam."""
     ks = jax.random.split(jax.random.PRNGKey(0), 7)
@@ -280,15 +292,7 @@ def lstm_jax_step():
         z = jnp.zeros((tokens.shape[0], HIDDEN), jnp.float32)
         _, hs = jax.lax.scan(cell, (z, z), xs)
         return _xent(hs.swapaxes(0, 1) @ p["hw"] + p["hb"], y)
-
-    @jax.jit
-    def step(state, tokens, y):
-        p, m, v, t = state
-        loss, g = jax.value_and_grad(loss_fn)(p, tokens, y)
-        return loss, _adam_update(p, m, v, t, g)
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    tn, yn = _lm_data()
-    return _stateful(step, (params, zeros, zeros, jnp.zeros((), jnp.float32)), jnp.asarray(tn), jnp.asarray(yn))
+    return _lm_jax_runner(params, loss_fn)
 
 
 def lstm_torch_step():
@@ -348,15 +352,7 @@ def cell_jax_step():
         _, hs = jax.lax.scan(cell, jnp.zeros((tokens.shape[0], HIDDEN), jnp.float32),
                              p["embed"][tokens].swapaxes(0, 1))
         return _xent(hs.swapaxes(0, 1) @ p["hw"] + p["hb"], y)
-
-    @jax.jit
-    def step(state, tokens, y):
-        p, m, v, t = state
-        loss, g = jax.value_and_grad(loss_fn)(p, tokens, y)
-        return loss, _adam_update(p, m, v, t, g)
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    tn, yn = _lm_data()
-    return _stateful(step, (params, zeros, zeros, jnp.zeros((), jnp.float32)), jnp.asarray(tn), jnp.asarray(yn))
+    return _lm_jax_runner(params, loss_fn)
 
 
 def cell_torch_step():

@@ -34,6 +34,15 @@ def _cell_loop_step(cell, head):
     return step
 
 
+def _compiled_equals_eager(compiled, step, x, *models):
+    """The compiled step's loss and the models' grads equal those of the step run eagerly on ``x``."""
+    want = step(x)
+    g_want = [g for m in models for g in _grads(m)]
+    assert_close(compiled(x), want, rtol=1e-5, atol=1e-6)
+    for a, b in zip([g for m in models for g in _grads(m)], g_want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 class _HandWrittenGRUCell(nn.Module):
     """A GRU step written by hand from two Linear layers and elementwise ops: ~20 ops per time step and
     ~50 in its backward, where ``nn.GRUCell`` is one op and one backward op."""
@@ -57,13 +66,7 @@ def test_custom_cell_loop_rolled_equals_eager_and_graph_does_not_grow():
     compiled = dj.compile(step)
     sizes = []
     for T in (6, 12):
-        x = dj.randn(T, 2, 3)
-        want = step(x)
-        g_want = _grads(cell) + _grads(head)
-        got = compiled(x)
-        assert_close(got, want, rtol=1e-5, atol=1e-6)
-        for a, b in zip(_grads(cell) + _grads(head), g_want):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+        _compiled_equals_eager(compiled, step, dj.randn(T, 2, 3), cell, head)
         trips = sorted(lp.k for lp in compiled.last_loops)
         assert trips == [T - 2, T], trips      # backward (first and last steps differ) and forward
         sizes.append(compiled.stats.compiled_ops)
@@ -78,13 +81,7 @@ def test_nn_gru_cell_loop_records_a_few_ops_per_step_and_rolls():
     compiled = dj.compile(step)
     recorded, sizes = [], []
     for T in (50, 60):
-        x = dj.randn(T, 2, 3)
-        want = step(x)
-        g_want = _grads(cell) + _grads(head)
-        got = compiled(x)
-        assert_close(got, want, rtol=1e-5, atol=1e-6)
-        for a, b in zip(_grads(cell) + _grads(head), g_want):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+        _compiled_equals_eager(compiled, step, dj.randn(T, 2, 3), cell, head)
         assert T in [lp.k for lp in compiled.last_loops]     # the forward steps, one cell op each
         recorded.append(compiled.stats.recorded_ops)
         sizes.append(compiled.stats.compiled_ops)
