@@ -1,5 +1,6 @@
 """One fused op per recurrent layer and direction: the whole time loop of an
-``RNN``/``LSTM``/``GRU`` as a single ``jax.lax.scan``.
+``RNN``/``LSTM``/``GRU`` as a single ``jax.lax.scan``; and one op per step of an
+``RNNCell``/``LSTMCell``/``GRUCell`` (at the end of this module).
 
 Recording one op instead of a dozen per time step makes eager dispatch, the
 native tape and ``dynajax.compile``'s capture cost independent of the sequence
@@ -284,9 +285,8 @@ def _cell_backward_impl(*args, mode, given):
     ct = (jnp.zeros_like(h) if g_h is None else g_h, (jnp.zeros_like(c) if g_c is None else g_c) if lstm else None)
     dgi, dgh, dh, dc = _step_backward(mode, ct, gi, gh, h, c, w_hh, g_gh=g_gh)
     dgi = _plus(dgi, g_gi)
-    grads = (jnp.matmul(dgi, w_ih), dh, *((dc,) if lstm else ()), jnp.matmul(dgi.T, x), jnp.matmul(dgh.T, h),
-             dgi.sum(0), dgh.sum(0))
-    return grads
+    return (jnp.matmul(dgi, w_ih), dh, *((dc,) if lstm else ()), jnp.matmul(dgi.T, x), jnp.matmul(dgh.T, h),
+            dgi.sum(0), dgh.sum(0))
 
 
 # One op per step (saving its projections) and one for its backward, instead of the ~20 ops of the step
