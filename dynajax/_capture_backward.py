@@ -100,16 +100,17 @@ def backward_grads(*vals, plan):
 
 ENABLED = True   # False: always record the tape's VJP ops (for comparisons)
 MAX_NODES = 40   # larger graphs record the tape's VJP ops one by one, which loop rolling can roll
-LOOP_REPEATS = 8  # so do graphs with an op this many times: a loop (say over a fused RNN cell), whose
-#                   backward would otherwise be traced unrolled (measured: a 30-step GRUCell loop's step
-#                   compiled in 4.5 s with it unrolled, 1.0 s with the backward rolled)
+LOOP_REPEATS = 8  # so do graphs with one op on the same input shapes this many times: a loop (say over a
+#                   fused RNN cell), whose backward would otherwise be traced unrolled (measured: a 30-step
+#                   GRUCell loop's step compiled in 4.5 s with it unrolled, 1.25 s with the backward rolled)
 
 
 def _repeats(nodes) -> bool:
-    """Whether one op makes ``LOOP_REPEATS`` of the graph's nodes."""
+    """Whether one op on the same input shapes makes ``LOOP_REPEATS`` of the graph's nodes."""
     counts: dict = {}
     for n in nodes:
-        c = counts[n.op] = counts.get(n.op, 0) + 1
+        key = (n.op, tuple(m[0] if m is not None else None for m in n.in_meta))
+        c = counts[key] = counts.get(key, 0) + 1
         if c >= LOOP_REPEATS:
             return True
     return False
