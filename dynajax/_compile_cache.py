@@ -4,9 +4,9 @@ XLA:CPU spends ~10 ms of compile per distinct kernel (measured here: a GRU
 language-model step of ~100 kernels compiles in ~0.9-1.0 s on 2 cores; an eager
 op on a new shape in ~20-40 ms). A training script run a second time, a
 restarted job, or a test suite rerun compiles the very same programs again.
-With the cache on, they are loaded from disk instead: the GRU step's first call
-drops from ~1.1 s to ~0.15 s in a new process (``benchmarks/variable_length.py
---compile-cache DIR`` measures it).
+With the cache on, they are loaded from disk instead: the GRU step's compile
+drops from ~0.8-1.0 s to ~0.2 s in a later run (``benchmarks/variable_length.py``
+measures such a second run).
 
 This is JAX's persistent compilation cache, configured so that it takes every
 executable (JAX's defaults keep only those that took over a second to compile,

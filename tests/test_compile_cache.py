@@ -83,3 +83,12 @@ def test_the_environment_variable_turns_the_cache_on_at_import(tmp_path):
                          env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(tmp_path / "env_cache")
     assert (tmp_path / "env_cache").is_dir()
+
+
+def test_a_verified_first_call_counts_its_compile_once(cache_dir):
+    dj.set_compile_cache(cache_dir)
+    w = dj.tensor(X[:3, :4], requires_grad=True)
+    f = dj.compile(lambda a: (a * w).tanh().sum(), verify=True)
+    got = f(dj.tensor(X[:3, :4])).item()
+    np.testing.assert_allclose(got, np.tanh(X[:3, :4] ** 2).sum(), rtol=1e-5)
+    assert 0 < f.stats.compile_time < 60 and f.stats.cache_loads == 0 and f.stats.compiles == 1

@@ -23,7 +23,7 @@ from .reduce import norm_dims
 from .reduce import sum as _sum
 from .registry import VARIADIC, apply, op
 from .shape import _permute, _sizes, expand, reshape, squeeze, t, transpose, unsqueeze
-from .views import _check_inplace_allowed, _link, _rebind, make_view
+from .views import _check_inplace_allowed, _rebind, link_view, make_view
 
 __all__ = [
     "cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack", "column_stack",
@@ -282,7 +282,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
         return ()
     pieces = apply(_unbind, input, dim=d)
     # each piece is the view ``input.select(d, i)`` would give: writes through it reach the base
-    return tuple(_link(p, input, (_slice, (("basic", (_FULL,) * d + (i,)), ("dims", ()), ("in_shape", shape))))
+    return tuple(link_view(p, input, _slice, basic=(_FULL,) * d + (i,), dims=(), in_shape=shape)
                  for i, p in enumerate(pieces))
 
 

@@ -41,7 +41,13 @@ def _link(view: Tensor, base: Tensor, step) -> Tensor:
 
 def make_view(o: Op, x: Tensor, **params) -> Tensor:
     """Apply the view op ``o`` to ``x`` and link the result to ``x``'s base."""
-    return _link(apply(o, x, **params), x, (o, tuple(params.items())))
+    return link_view(apply(o, x, **params), x, o, **params)
+
+
+def link_view(view: Tensor, x: Tensor, o: Op, **params) -> Tensor:
+    """Link ``view``, computed from ``x`` elsewhere (one piece of a multi-output op), to ``x``'s base as
+    the view ``o(x, **params)``: a write through it reaches the base, and it is recomputed by ``o``."""
+    return _link(view, x, (o, tuple(params.items())))
 
 
 def detached_view(x: Tensor) -> Tensor:
