@@ -271,7 +271,8 @@ def measure(steps: int = 200, jax_steps: int | None = None, skip=()) -> dict:
         res[name] = {"seconds": secs, "first_loss": losses[0], "last_loss": losses[-1]}
         if st is not None:
             res[name].update(executables=st.compiles, compile_seconds=st.compile_time,
-                             capture_seconds=st.capture_time, rolled_loops=st.rolled_loops, bucket_hits=st.bucket_hits)
+                             capture_seconds=st.capture_time, rolled_loops=st.rolled_loops, bucket_hits=st.bucket_hits,
+                             bucket_reuses=st.bucket_reuses)
     if "cached" not in skip:
         res["dynajax_compiled_one_bucket_cached"] = _second_run(data)
     if "torch" not in skip:
@@ -307,7 +308,7 @@ def report(res: dict) -> None:
         if "compile_seconds" in r:
             extra = (f"  ({r['executables']} executables, {r['compile_seconds']:.1f} s compiling, "
                      f"{r['capture_seconds']:.1f} s capturing, {r['rolled_loops']} rolled loops, "
-                     f"{r['bucket_hits']} bucket hits)")
+                     f"{r['bucket_hits']} bucket hits, {r.get('bucket_reuses', 0)} in a larger bucket)")
         if "cache_loads" in r:
             extra += (f"  SECOND RUN: {r['cache_loads']} executable(s) loaded from set_compile_cache's folder, "
                       f"which the first run ({r['first_run_seconds']:.1f} s) filled")

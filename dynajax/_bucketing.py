@@ -19,9 +19,12 @@ as if it were padded too.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
+import statistics
 import threading
+import time
 
 import jax
 import numpy as np
@@ -68,11 +71,10 @@ def check_spec(fn, dynamic: dict, pad: dict) -> tuple:
     return sig, spec
 
 
-def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
-    """Arguments with every declared dim padded, and {padded size: true size} of the declared dims."""
+def declared(sig, spec: dict, args: tuple, kwargs: dict):
+    """This call's bound arguments and its declared dims: ``[((name, dim), true size, own bucket)]``."""
     bound = sig.bind(*args, **kwargs)
-    grown: dict = {}
-    names, arrays, devices = [], [], []
+    dims_of = []
     for name, dims in spec.items():
         t = bound.arguments.get(name)
         if t is None:
@@ -83,26 +85,107 @@ def pad_call(sig, spec: dict, pad: dict, args: tuple, kwargs: dict):
             raise RuntimeError(f"dynajax.compile: dynamic argument {name!r} requires grad; only data (tensors "
                                "that do not require grad) can be padded to a bucket")
         shape = tuple(t.shape)
-        widths = [(0, 0)] * len(shape)
         for d, sizes in dims.items():
             if not -len(shape) <= d < len(shape):
                 raise IndexError(f"dynajax.compile: dynamic[{name!r}] declares dim {d}, but {name!r} has shape "
                                  f"{list(shape)}")
-            d %= len(shape)
-            n = shape[d]
-            b = bucket(n, sizes)
-            widths[d] = (0, b - n)
-            grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
-        if any(w != (0, 0) for w in widths):
-            v = np.asarray(t.detach()._value)  # numpy: jnp.pad would compile a kernel for every new length
-            padded = np.full(tuple(n + hi for n, (_, hi) in zip(shape, widths)), pad.get(name, 0), v.dtype)
-            padded[tuple(slice(0, n) for n in shape)] = v
-            names.append(name)
-            arrays.append(padded)
-            devices.append(next(iter(t._value.devices())))
+            n = shape[d % len(shape)]
+            dims_of.append(((name, d % len(shape)), n, bucket(n, sizes)))
+    return bound, dims_of
+
+
+def pad_call(bound, dims_of: list, sizes: tuple, pad: dict):
+    """Arguments with each declared dim padded to its entry of ``sizes``, and {padded size: true size}."""
+    grown: dict = {}
+    widths: dict = {}
+    for ((name, d), n, _), b in zip(dims_of, sizes):
+        widths.setdefault(name, {})[d] = b - n
+        grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
+    names, arrays, devices = [], [], []
+    for name, grow in widths.items():
+        if not any(grow.values()):
+            continue
+        t = bound.arguments[name]
+        shape = tuple(t.shape)
+        v = np.asarray(t.detach()._value)  # numpy: jnp.pad would compile a kernel for every new length
+        padded = np.full(tuple(n + grow.get(d, 0) for d, n in enumerate(shape)), pad.get(name, 0), v.dtype)
+        padded[tuple(slice(0, n) for n in shape)] = v
+        names.append(name)
+        arrays.append(padded)
+        devices.append(next(iter(t._value.devices())))
     for name, a in zip(names, jax.device_put(arrays, devices)):   # one transfer call for all of them
         bound.arguments[name] = _make(a)
     return bound.args, bound.kwargs, grown
+
+
+class Sizes:
+    """Which padded sizes each call of a bucketed step runs at.
+
+    A call runs at its own buckets if an earlier call ran there (its executable exists) or if no
+    earlier call ran at sizes it fits in. Otherwise it runs at the smallest such larger sizes and its
+    own buckets wait: compiling them costs a compile now, padding further costs part of every step
+    until then. The choice is the ski-rental rule (rent until the rent paid equals the price, then
+    buy, which never pays more than twice the best choice made knowing the future): the estimated
+    time lost to the extra padding is summed per own-bucket sizes, and once it reaches the mean compile
+    time of this step those sizes compile. The loss per call is the time between calls (the
+    throughput of the step) times the fraction of padded work, an overestimate where padding is
+    cheap (recurrent layers skip padded steps). Padding is a no-op on results only where the step
+    masks it (see the module docstring), so a call's result may vary with which sizes it ran at
+    exactly where padding leaks into it."""
+
+    def __init__(self) -> None:
+        self.ran: dict = {}                     # sizes earlier calls ran at -> their dims' names
+        self.debt: dict = {}                    # own sizes -> estimated seconds lost padding past them
+        self.gaps = collections.deque(maxlen=16)   # seconds between starts of calls that compiled nothing
+        self.last: float | None = None          # start of the previous call, if it compiled nothing
+
+    def choose(self, dims_of: list, compile_cost: float) -> tuple:
+        """The padded sizes of a call with declared dims ``dims_of`` (see :func:`declared`)."""
+        now = time.perf_counter()
+        if self.last is not None:
+            self.gaps.append(now - self.last)
+        self.start = now
+        own = tuple(b for _, _, b in dims_of)
+        names = tuple(k for k, _, _ in dims_of)
+        if own in self.ran:
+            return own
+        true = [n for _, n, _ in dims_of]
+        fits = [c for c, ks in self.ran.items() if ks == names and _fits(c, true)]
+        if not fits:
+            return own
+        best = min(fits, key=lambda c: _work(c, true))
+        gap = statistics.median(self.gaps) if self.gaps else 0.0
+        debt = self.debt.get(own, 0.0) + gap * (1 - _work(own, true) / _work(best, true))
+        if debt >= compile_cost:
+            self.debt.pop(own, None)
+            return own
+        self.debt[own] = debt
+        return best
+
+    def done(self, dims_of: list, sizes: tuple, compiled: bool) -> None:
+        """Note that the call :meth:`choose` answered ran at ``sizes`` (and whether it compiled)."""
+        self.ran[sizes] = tuple(k for k, _, _ in dims_of)
+        self.last = None if compiled else self.start
+
+
+def _fits(sizes: tuple, true: list) -> bool:
+    """Whether dims of true sizes ``true`` can run padded to ``sizes``: each fits, and dims of equal
+    true size (a batch's tokens and targets) pad to equal sizes."""
+    same = {}
+    for c, n in zip(sizes, true):
+        if c < n or same.setdefault(n, c) != c:
+            return False
+    return True
+
+
+def _work(sizes: tuple, true: list) -> int:
+    """The padded volume, counting once each group of dims of equal true size (padded alike)."""
+    seen, v = set(), 1
+    for c, n in zip(sizes, true):
+        if n not in seen:
+            seen.add(n)
+            v *= c
+    return v
 
 
 def sequence_mask(length: int):

@@ -69,6 +69,7 @@ class CompileStats:
     rolled_loops: int = 0         # runs of identical segments compiled as one lax.scan (all compiles)
     compiled_ops: int = 0         # ops in the last compiled graph, after rolling
     bucket_hits: int = 0          # calls padded to a bucket (``dynamic=``) that reused an executable
+    bucket_reuses: int = 0        # of those, calls run in a larger bucket than their own, which had none yet
     recompile_reasons: list = field(default_factory=list)
 
 
@@ -363,6 +364,9 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     next bucket (an int: a multiple of it), with ``pad={"x": value}`` (default 0),
     so every length in a bucket runs one executable; recurrent layers keep their
     state past the true length and returned tensors are sliced back (``_bucketing``).
+    A length whose bucket has no executable yet runs in a larger bucket that has
+    one, until the time its extra padding costs adds up to a compile
+    (``stats.bucket_reuses`` counts those calls).
     ``mesh`` (a ``dynajax.distributed.Mesh``) runs the step on all its devices: tensor arguments are split
     along dim 0 over ``data_axis``, state is replicated (``param_sharding="fsdp"``: sharded); see
     ``dynajax.distributed``.
@@ -383,20 +387,29 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
 
 class _Bucketed(Compiled):
     """A compiled step whose declared dims are padded up to bucket sizes (``compile(dynamic=...)``,
-    see ``_bucketing``): every size within a bucket runs one executable."""
+    see ``_bucketing``): every size within a bucket runs one executable, and a size whose bucket has
+    no executable yet runs in a larger one that has, until the padding it costs there adds up to a
+    compile (``_bucketing.Sizes``)."""
 
     def __init__(self, fn, dynamic: dict, pad: dict, *rest, **kw) -> None:
         super().__init__(fn, *rest, **kw)
         self._sig, self._spec = _bucketing.check_spec(fn, dynamic, pad)
         self._pad = dict(pad)
+        self._sizes = _bucketing.Sizes()
 
     def __call__(self, *args, **kwargs):
-        args, kwargs, grown = _bucketing.pad_call(self._sig, self._spec, self._pad, args, kwargs)
-        hits = self.stats.cache_hits
+        st = self.stats
+        bound, dims_of = _bucketing.declared(self._sig, self._spec, args, kwargs)
+        sizes = self._sizes.choose(dims_of, st.compile_time / st.compiles if st.compiles else 0.0)
+        args, kwargs, grown = _bucketing.pad_call(bound, dims_of, sizes, self._pad)
+        hits, compiles = st.cache_hits, st.compiles
         with _bucketing.active(grown):
             result = super().__call__(*args, **kwargs)
-        if self.stats.cache_hits > hits:
-            self.stats.bucket_hits += 1
+        self._sizes.done(dims_of, sizes, st.compiles > compiles)
+        if st.cache_hits > hits:
+            st.bucket_hits += 1
+            if any(b != own for b, (_, _, own) in zip(sizes, dims_of)):
+                st.bucket_reuses += 1
         return _bucketing.unpad(result, grown)
 
 

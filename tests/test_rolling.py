@@ -207,6 +207,64 @@ def test_bucketed_nn_gru_keeps_state_past_the_true_length_and_slices_outputs():
     assert run.stats.compiles == 1 and run.stats.bucket_hits == 2
 
 
+def test_a_length_whose_bucket_has_no_executable_runs_in_a_larger_one():
+    """Buckets of 16: length 40 compiles bucket 48; lengths 12 and 25 then run padded to 48 (values and grads
+    as PyTorch's on the true length) instead of compiling buckets 16 and 32; 45 runs at 48 as its own."""
+    dj.manual_seed(0)
+    emb, gru, head = nn.Embedding(7, 4), nn.GRU(4, 5), nn.Linear(5, 7)
+    t_emb, t_gru, t_head = _to_torch(emb, gru, head)
+    params = [*emb.parameters(), *gru.parameters(), *head.parameters()]
+    t_params = [*t_emb.parameters(), *t_gru.parameters(), *t_head.parameters()]
+
+    def step(tokens, targets, emb=emb, gru=gru, head=head, params=params, ce=F.cross_entropy):
+        for p in params:
+            p.grad = None
+        loss = ce(head(gru(emb(tokens))[0]).reshape(-1, 7), targets.reshape(-1), ignore_index=-100)
+        loss.backward()
+        return loss
+    compiled = dj.compile(step, dynamic={"tokens": {0: 16}, "targets": {0: 16}}, pad={"targets": -100})
+    rng = np.random.default_rng(0)
+    for T in (40, 12, 25, 45):
+        seq = rng.integers(0, 7, (T + 1, 3))
+        want = step(torch.tensor(seq[:-1]), torch.tensor(seq[1:]), t_emb, t_gru, t_head, t_params,
+                    torch.nn.functional.cross_entropy)
+        got = compiled(dj.tensor(seq[:-1]), dj.tensor(seq[1:]))
+        assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for p, q in zip(params, t_params):
+            assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+    st = compiled.stats
+    assert st.compiles == 1 and st.bucket_hits == 3 and st.bucket_reuses == 2
+    assert [s for s in compiled._sizes.debt] == [(16, 16), (32, 32)]   # the padding they cost, summed
+
+
+def test_bucket_sizes_follow_the_ski_rental_rule():
+    """A call whose own sizes never ran runs at the smallest larger sizes that did, until the time it lost
+    there (time between calls x the fraction of padded work) reaches the mean compile time; then its own
+    sizes compile. Dims of equal true size pad alike; other dims independently."""
+    from dynajax import _bucketing
+
+    s = _bucketing.Sizes()
+    a, b = ("x", 0), ("y", 1)
+    s.done([(a, 40, 48), (b, 40, 48)], (48, 48), compiled=True)
+    s.done([(a, 60, 64), (b, 20, 32)], (64, 32), compiled=True)
+    s.gaps.extend([0.03, 0.03, 0.03])         # 30 ms a call
+    dims = [(a, 10, 16), (b, 10, 16)]
+    # (64, 32) would pad two equal lengths unequally: only (48, 48) fits
+    assert s.choose(dims, compile_cost=0.05) == (48, 48)   # lost 30 ms * (1 - 16/48) = 20 ms
+    s.done(dims, (48, 48), compiled=True)
+    assert s.choose(dims, compile_cost=0.05) == (48, 48)   # 40 ms
+    s.done(dims, (48, 48), compiled=True)
+    assert s.choose(dims, compile_cost=0.05) == (16, 16)   # 60 ms >= 50 ms: compile its own
+    s.done(dims, (16, 16), compiled=True)
+    assert s.choose(dims, compile_cost=0.05) == (16, 16) and not s.debt
+    # unequal true sizes: each dim fits on its own
+    assert s.choose([(a, 50, 64), (b, 30, 32)], compile_cost=1.0) == (64, 32)
+    # nothing that ran fits: its own sizes
+    assert s.choose([(a, 70, 80), (b, 10, 16)], compile_cost=1.0) == (80, 16)
+    # other dims declared (an argument left out): nothing fits
+    assert s.choose([(a, 10, 16)], compile_cost=1.0) == (16,)
+
+
 def test_dynamic_spec_errors():
     def step(x):
         return x
