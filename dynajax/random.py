@@ -118,4 +118,31 @@ def _draw(key, a, b, kind, shape, dtype):
 
 def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
     """Draw an array: kind is uniform [a, b), normal (mean a, std b), randint [a, b) or bernoulli (p=a)."""
-    return _sample(next_key(generator), a, b, kind=kind, shape=tuple(shape), dtype=np.dtype(dtype))
+    key, shape, dtype = next_key(generator), tuple(shape), np.dtype(dtype)
+    n = math.prod(shape)
+    if _drawn_in_bulk(key, a, b, (kind, shape, dtype), n):
+        m = 1 << max(16, (n - 1).bit_length())
+        return jax.device_put(np.asarray(_sample(key, a, b, kind=kind, shape=(m,), dtype=dtype))[:n].reshape(shape))
+    return _sample(key, a, b, kind=kind, shape=shape, dtype=dtype)
+
+
+_EAGER_DRAWS: dict = {}   # (kind, shape, dtype) -> eager draws of it so far
+
+
+def _drawn_in_bulk(key, a, b, what: tuple, n: int) -> bool:
+    """Whether an eager draw of ``n`` numbers takes the first ``n`` of a draw of a power-of-two size
+    (>= 2**16), cut on the host, instead of compiling the sampler for its shape (~150 ms each; building a
+    model drew each parameter's shape once). Threefry numbers depend only on the key and their position,
+    so they are the same numbers. Only on the CPU backend (the cut is a host copy), for the first two
+    draws of a shape (a shape drawn every step, a dropout mask, gets its own sampler), with scalar bounds,
+    and never while ``dynajax.compile`` records or JAX traces (the draw is then part of a graph)."""
+    from ._device import default_on_cpu
+    from .ops import registry
+    if registry.record_creation or isinstance(key, jax.core.Tracer) or np.ndim(a) or np.ndim(b) or not n:
+        return False
+    if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer) or not default_on_cpu():
+        return False
+    if len(_EAGER_DRAWS) > 4096:
+        _EAGER_DRAWS.clear()
+    seen = _EAGER_DRAWS[what] = _EAGER_DRAWS.get(what, 0) + 1
+    return seen <= 2

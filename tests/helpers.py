@@ -6,10 +6,21 @@ Every op test goes through these two functions, so there is one definition of
 """
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
 import dynajax as dj
+
+_XLA_COMPILES: list = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, *a, **k: _XLA_COMPILES.append(name) if name.endswith("backend_compile_duration") else None)
+
+
+def xla_compiles() -> int:
+    """How many XLA compilations this process has run (JAX's backend-compile events)."""
+    return len(_XLA_COMPILES)
+
 
 try:
     import torch

@@ -10,11 +10,7 @@ import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax import optim
 from dynajax.ops.registry import apply, op
-from helpers import train_step
-
-_XLA_COMPILES: list = []
-jax.monitoring.register_event_duration_secs_listener(
-    lambda name, *a, **k: _XLA_COMPILES.append(name) if name.endswith("backend_compile_duration") else None)
+from helpers import train_step, xla_compiles
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((8, 6)).astype(np.float32)
@@ -69,10 +65,10 @@ def test_a_cache_hit_compiles_nothing():
     opt = optim.Adam(model.parameters(), lr=0.01)
     step = dj.compile(train_step(model, opt, F.cross_entropy))
     step(dj.tensor(X, device="cpu"), dj.tensor(Y)).item()
-    n = len(_XLA_COMPILES)
+    n = xla_compiles()
     for _ in range(3):
         step(dj.tensor(X, device="cpu"), dj.tensor(Y)).item()
-    assert len(_XLA_COMPILES) == n and step.stats.compiles == 1
+    assert xla_compiles() == n and step.stats.compiles == 1
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -5,6 +5,7 @@ import pytest
 
 import dynajax as dj
 from dynajax import random
+from helpers import xla_compiles
 
 
 @pytest.mark.parametrize("kind,a,b,dtype", [("uniform", -1.0, 2.0, np.float32), ("normal", 0.5, 2.0, np.float32),
@@ -23,6 +24,27 @@ def test_draw_equals_jax_random_of_its_shape(kind, a, b, dtype):
     assert got.shape == shape
     np.testing.assert_array_equal(got, np.asarray(ref))
     assert len(np.unique(got)) > 1
+
+
+def test_new_shapes_drawn_eagerly_share_one_compiled_sampler():
+    """The first two eager draws of a shape take the first numbers of a power-of-two draw (building a
+    model compiles a sampler per size class, not per parameter shape); the third compiles its own
+    sampler. All three are the numbers jax.random draws for the shape."""
+    shapes = [(37, 3), (5, 11, 2), (101,), (2, 2, 2, 9)]   # all within the smallest draw (2**16)
+    random.sample("uniform", (1,), np.float32)             # that draw's sampler compiled
+    n = xla_compiles()
+    g = dj.Generator().manual_seed(5)
+    for s in shapes:
+        random.sample("uniform", s, np.float32, generator=g)
+        dj.zeros(*s)                                       # fills are made on the host too
+    assert xla_compiles() - n <= 1                         # at most a split of the generator's key
+    for draw in range(3):
+        g = dj.Generator().manual_seed(7)
+        key = jax.random.split(g._key)[1]
+        got = np.asarray(random.sample("normal", (13, 17), np.float64, 1.0, 3.0, generator=g))
+        np.testing.assert_array_equal(got, np.asarray(jax.jit(lambda: jax.random.normal(key, (13, 17),
+                                                                                         np.float64) * 3.0 + 1.0)()))
+    assert random._EAGER_DRAWS[("normal", (13, 17), np.dtype(np.float64))] == 3
 
 
 def test_per_element_probabilities():

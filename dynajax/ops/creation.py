@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype, random
-from .._device import put
+from .._device import default_on_cpu, put
 from .._tensor import Tensor, _make, method
 from . import registry
 from .registry import apply, op
@@ -134,7 +134,17 @@ def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Te
     (an eager op there also waits for the previous call's executable to finish)."""
     if registry.record_creation and device is None and not requires_grad:
         return apply(_full, shape=shape, value=value, dtype=d)
-    return _finish(jnp.full(shape, value, d), device, requires_grad)
+    return _finish(_full_array(shape, value, d), device, requires_grad)
+
+
+def _full_array(shape: tuple, value, d: np.dtype):
+    """An eager array of ``shape`` filled with ``value``: made in numpy on the CPU backend, where
+    ``jnp.full`` would compile a kernel for each new shape (``_device.default_on_cpu``)."""
+    if default_on_cpu():
+        with np.errstate(invalid="ignore", over="ignore"):   # casts as jnp.full's (inf to an int, ...)
+            one = np.asarray(value).astype(d)
+        return jax.device_put(np.broadcast_to(one, shape))
+    return jnp.full(shape, value, d)
 
 
 def state_zeros_like(input: Tensor) -> Tensor:
@@ -142,7 +152,7 @@ def state_zeros_like(input: Tensor) -> Tensor:
     step that outlives it (optimizer moments). Made eagerly it is an input of the first call's graph
     as it is of every later call's, so the first and later calls share one executable."""
     v = input._value
-    return _make(jnp.zeros(tuple(v.shape), v.dtype))
+    return _make(_full_array(tuple(v.shape), 0, v.dtype))
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
@@ -361,7 +371,7 @@ def fill_(self: Tensor, value) -> Tensor:
                                f"{value._value.ndim} dimensions.")
         from .shape import expand
         return write(self, expand(value.to(self.dtype), self._value.shape))
-    return write(self, _make(jnp.full(self._value.shape, value, self._value.dtype)))
+    return write(self, _make(_full_array(tuple(self._value.shape), value, self._value.dtype)))
 
 
 @method()
