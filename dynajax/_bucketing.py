@@ -125,7 +125,8 @@ class Sizes:
     earlier call ran at sizes it fits in. Otherwise it runs at the smallest such larger sizes and its
     own buckets wait: compiling them costs a compile now, padding further costs part of every step
     until then. The choice is the ski-rental rule (rent until the rent paid equals the price, then
-    buy, which never pays more than twice the best choice made knowing the future): the estimated
+    buy: never more than twice the cost of the best choice made knowing the future, as far as the
+    estimates below hold): the estimated
     time lost to the extra padding is summed per own-bucket sizes, and once it reaches the mean compile
     time of this step those sizes compile. The loss per call is the time between calls (the
     throughput of the step) times the fraction of padded work, an overestimate where padding is
@@ -138,6 +139,7 @@ class Sizes:
         self.debt: dict = {}                    # own sizes -> estimated seconds lost padding past them
         self.gaps = collections.deque(maxlen=16)   # seconds between starts of calls that compiled nothing
         self.last: float | None = None          # start of the previous call, if it compiled nothing
+        self.start = 0.0                        # start of the current call
 
     def choose(self, dims_of: list, compile_cost: float) -> tuple:
         """The padded sizes of a call with declared dims ``dims_of`` (see :func:`declared`)."""
