@@ -52,8 +52,9 @@ def test_mlp_training_matches_eager(make_opt, loss):
     comp = _train(_mlp(), make_opt, loss_fn, y, compiled=True)
     _assert_same(eager, comp)
     st = comp[2].stats
-    # SGD's first step creates its momentum buffers (a different graph); Adam's starts from zeros (the same)
-    assert st.calls == 10 and st.compiles == (1 if loss == "ce" else 2) and st.cache_hits == 10 - st.compiles
+    # the first step is the program of every later one: Adam's moments and SGD's momentum buffers start
+    # from zeros made before it
+    assert st.calls == 10 and st.compiles == 1 and st.cache_hits == 9
     assert eager[0][-1] < eager[0][0]
 
 
@@ -349,7 +350,7 @@ def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager():
     eager = _train_steps(make, make_opt, batches, F.cross_entropy, False)
     comp = _train_steps(make, make_opt, batches, F.cross_entropy, True)
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
-    assert comp[2].stats.compiles == 2 and comp[2].stats.graph_breaks == 0   # momentum buffers appear after step 1
+    assert comp[2].stats.compiles == 1 and comp[2].stats.graph_breaks == 0   # momentum buffers made before step 1
     assert eager[0][-1] < eager[0][0]
 
 

@@ -37,6 +37,11 @@ class SGD(Optimizer):
         fused = []
         for p, grad, state in items:
             buf = state.get("momentum_buffer")
+            if buf is None and group["momentum"] and not group["dampening"] and fusable(p, grad):
+                # PyTorch's first step sets the buffer to the gradient; without dampening, zeros updated
+                # as every later step are that gradient, so the first step is the same program as the
+                # others (dynajax.compile: one executable, not one for the first step and one after)
+                buf = state["momentum_buffer"] = state_zeros_like(p)
             if group["momentum"] and buf is not None and fusable(p, grad, buf):
                 fused.append((p, grad, buf))
             else:
