@@ -313,8 +313,7 @@ class NAdam(_AdamFamily):
         lr, md = group["lr"], group["momentum_decay"]
         mu = b1 * (1.0 - 0.5 * 0.96 ** (step * md))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * md))
-        state["mu_product"].mul_(mu)
-        prod = float(state["mu_product"].item())
+        prod = self._scale_scalar(state["mu_product"], mu)
         v = self._second_moment(grad, state, b2)
         denom = (v / (1 - b2 ** step)).sqrt() + group["eps"]
         p.add_(grad / denom, alpha=-lr * (1.0 - mu) / (1.0 - prod))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 
+import numpy as np
+
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops.views import write
@@ -34,7 +36,7 @@ class Optimizer:
     def __init__(self, params, defaults: dict) -> None:
         self.defaults = defaults
         self.state: dict = defaultdict(dict)
-        self._host_steps: dict = {}  # id(step tensor) -> (tensor, its version, its value then)
+        self._host_steps: dict = {}  # id(0-d state tensor) -> (tensor, its version, its value then)
         self.param_groups: list = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
@@ -146,6 +148,20 @@ class Optimizer:
         if known is None or known[0] is not t:
             known = self._host_steps[id(t)] = (t, t._version, float(t.item()))
         return t, known[2] + (t._version - known[1]) + 1
+
+    def _scale_scalar(self, t, factor: float) -> float:
+        """``t.mul_(factor)`` for a 0-d state tensor (NAdam's momentum product), returning the new value
+        from a host mirror: read from the device once, then computed on the host in ``t``'s dtype as
+        the device computes it, while ``t``'s version counter shows only these writes. Reading it back
+        every step would be a graph break every step under ``dynajax.compile``."""
+        known = self._host_steps.get(id(t))
+        if known is None or known[0] is not t or known[1] != t._version:
+            known = (t, t._version, float(t.item()))
+        t.mul_(factor)
+        kind = np.dtype(t._value.dtype).type
+        value = float(kind(known[2]) * kind(factor))
+        self._host_steps[id(t)] = (t, t._version, value)
+        return value
 
     # ---------------------------------------------------------------- state dict
     def state_dict(self) -> dict:
