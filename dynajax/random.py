@@ -133,12 +133,15 @@ def _drawn_in_bulk(key, a, b, what: tuple, n: int) -> bool:
     """Whether an eager draw of ``n`` numbers takes the first ``n`` of a draw of a power-of-two size
     (>= 2**16), cut on the host, instead of compiling the sampler for its shape (~150 ms each; building a
     model drew each parameter's shape once). Threefry numbers depend only on the key and their position,
-    so they are the same numbers. Only on the CPU backend (the cut is a host copy), for the first two
-    draws of a shape (a shape drawn every step, a dropout mask, gets its own sampler), with scalar bounds,
-    and never while ``dynajax.compile`` records or JAX traces (the draw is then part of a graph)."""
+    so they are the same numbers. Only on the CPU backend (the cut is a host copy), for at most 2**24
+    numbers (past that, drawing up to twice as many costs more than a compile), for the first two draws
+    of a shape (a shape drawn every step, a dropout mask, gets its own sampler), with scalar bounds, and
+    never while ``dynajax.compile`` records or JAX traces (the draw is then part of a graph)."""
     from ._device import default_on_cpu
     from .ops import registry
-    if registry.record_creation or isinstance(key, jax.core.Tracer) or np.ndim(a) or np.ndim(b) or not n:
+    if registry.record_creation or isinstance(key, jax.core.Tracer) or np.ndim(a) or np.ndim(b):
+        return False
+    if not 0 < n <= 1 << 24:
         return False
     if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer) or not default_on_cpu():
         return False

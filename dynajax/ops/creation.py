@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 
 import jax
@@ -139,8 +140,9 @@ def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Te
 
 def _full_array(shape: tuple, value, d: np.dtype):
     """An eager array of ``shape`` filled with ``value``: made in numpy on the CPU backend, where
-    ``jnp.full`` would compile a kernel for each new shape (``_device.default_on_cpu``)."""
-    if default_on_cpu():
+    ``jnp.full`` would compile a kernel for each new shape (``_device.default_on_cpu``); past 2**22
+    elements the kernel's compile is small next to the host copy it saves."""
+    if default_on_cpu() and math.prod(shape) <= 1 << 22:
         with np.errstate(invalid="ignore", over="ignore"):   # casts as jnp.full's (inf to an int, ...)
             one = np.asarray(value).astype(d)
         return jax.device_put(np.broadcast_to(one, shape))
