@@ -134,8 +134,9 @@ class Sizes:
     masks it (see the module docstring), so a call's result may vary with which sizes it ran at
     exactly where padding leaks into it."""
 
-    def __init__(self) -> None:
-        self.ran: dict = {}                     # sizes earlier calls ran at -> their dims' names
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep                        # sizes remembered: the step's executable cache size
+        self.ran = collections.OrderedDict()    # sizes recent calls ran at -> their dims' names
         self.debt: dict = {}                    # own sizes -> estimated seconds lost padding past them
         self.gaps = collections.deque(maxlen=16)   # seconds between starts of calls that compiled nothing
         self.last: float | None = None          # start of the previous call, if it compiled nothing
@@ -167,6 +168,9 @@ class Sizes:
     def done(self, dims_of: list, sizes: tuple, compiled: bool) -> None:
         """Note that the call :meth:`choose` answered ran at ``sizes`` (and whether it compiled)."""
         self.ran[sizes] = tuple(k for k, _, _ in dims_of)
+        self.ran.move_to_end(sizes)
+        if len(self.ran) > self.keep:            # its executable has likely left the step's LRU cache
+            self.ran.popitem(last=False)
         self.last = None if compiled else self.start
 
 

@@ -395,7 +395,7 @@ class _Bucketed(Compiled):
         super().__init__(fn, *rest, **kw)
         self._sig, self._spec = _bucketing.check_spec(fn, dynamic, pad)
         self._pad = dict(pad)
-        self._sizes = _bucketing.Sizes()
+        self._sizes = _bucketing.Sizes(self.cache_size)
 
     def __call__(self, *args, **kwargs):
         st = self.stats

@@ -263,6 +263,11 @@ def test_bucket_sizes_follow_the_ski_rental_rule():
     assert s.choose([(a, 70, 80), (b, 10, 16)], compile_cost=1.0) == (80, 16)
     # other dims declared (an argument left out): nothing fits
     assert s.choose([(a, 10, 16)], compile_cost=1.0) == (16,)
+    # it remembers as many sizes as the step's executable cache holds, the most recently run
+    small = _bucketing.Sizes(keep=1)
+    small.done([(a, 40, 48)], (48,), compiled=True)
+    small.done([(a, 60, 64)], (64,), compiled=True)
+    assert list(small.ran) == [(64,)] and small.choose([(a, 10, 16)], compile_cost=1.0) == (64,)
 
 
 def test_dynamic_spec_errors():
