@@ -158,7 +158,7 @@ class Sizes:
             return own
         best = min(fits, key=lambda c: _work(c, true))
         gap = statistics.median(self.gaps) if self.gaps else 0.0
-        debt = self.debt.get(own, 0.0) + gap * (1 - _work(own, true) / _work(best, true))
+        debt = self.debt.get(own, 0.0) + gap * (1 - _work(own, true) / max(_work(best, true), 1))
         if debt >= compile_cost:
             self.debt.pop(own, None)
             return own
