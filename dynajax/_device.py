@@ -63,6 +63,24 @@ def default_on_cpu() -> bool:
     return d.platform == "cpu"
 
 
+_EARLY: dict = {}   # what -> eager makes of it so far (host_made)
+
+
+def host_made(what: tuple, n: int, limit: int) -> bool:
+    """Whether the eager make of ``what`` (an array of ``n`` elements; ``what`` names its kind, shape and
+    dtype) is done in numpy and copied in instead of by a compiled kernel: only on the CPU backend
+    (``default_on_cpu``), for at most ``limit`` elements (past that the copy costs more than a compile),
+    and for the first two makes of ``what``. Building a model makes each parameter's shape once or twice,
+    and a compile per shape made that slow; a shape made every step (a dropout mask, zeros) gets its
+    kernel, which beats a host copy from a few thousand elements on."""
+    if not 0 < n <= limit or not default_on_cpu():
+        return False
+    if len(_EARLY) > 4096:
+        _EARLY.clear()
+    seen = _EARLY[what] = _EARLY.get(what, 0) + 1
+    return seen <= 2
+
+
 def default_accelerator() -> str:
     p = jax.default_backend()
     return {"gpu": "cuda"}.get(p, p)

@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._device import host_made
+
 DEFAULT_SEED = 67280421310721
 
 
@@ -126,26 +128,14 @@ def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
     return _sample(key, a, b, kind=kind, shape=shape, dtype=dtype)
 
 
-_EAGER_DRAWS: dict = {}   # (kind, shape, dtype) -> eager draws of it so far
-
-
 def _drawn_in_bulk(key, a, b, what: tuple, n: int) -> bool:
     """Whether an eager draw of ``n`` numbers takes the first ``n`` of a draw of a power-of-two size
-    (>= 2**16), cut on the host, instead of compiling the sampler for its shape (~150 ms each; building a
-    model drew each parameter's shape once). Threefry numbers depend only on the key and their position,
-    so they are the same numbers. Only on the CPU backend (the cut is a host copy), for at most 2**24
-    numbers (past that, drawing up to twice as many costs more than a compile), for the first two draws
-    of a shape (a shape drawn every step, a dropout mask, gets its own sampler), with scalar bounds, and
-    never while ``dynajax.compile`` records or JAX traces (the draw is then part of a graph)."""
-    from ._device import default_on_cpu
-    from .ops import registry
-    if registry.record_creation or isinstance(key, jax.core.Tracer) or np.ndim(a) or np.ndim(b):
+    (>= 2**16), cut on the host, instead of compiling the sampler for its shape (~150 ms each). Threefry
+    numbers depend only on the key and their position, so they are the same numbers. When
+    ``_device.host_made`` says so (at most 2**24 numbers: past that, drawing up to twice as many costs
+    more than a compile), with scalar bounds, and never while ``dynajax.compile`` records or JAX traces
+    (the draw is then part of a graph)."""
+    from .ops import registry   # (ops imports this module)
+    if registry.record_creation or any(isinstance(v, jax.core.Tracer) for v in (key, a, b)):
         return False
-    if not 0 < n <= 1 << 24:
-        return False
-    if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer) or not default_on_cpu():
-        return False
-    if len(_EAGER_DRAWS) > 4096:
-        _EAGER_DRAWS.clear()
-    seen = _EAGER_DRAWS[what] = _EAGER_DRAWS.get(what, 0) + 1
-    return seen <= 2
+    return not (np.ndim(a) or np.ndim(b)) and host_made(("draw",) + what, n, 1 << 24)

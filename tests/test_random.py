@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dynajax as dj
-from dynajax import random
+from dynajax import _device, random
 from helpers import xla_compiles
 
 
@@ -44,7 +44,11 @@ def test_new_shapes_drawn_eagerly_share_one_compiled_sampler():
         got = np.asarray(random.sample("normal", (13, 17), np.float64, 1.0, 3.0, generator=g))
         np.testing.assert_array_equal(got, np.asarray(jax.jit(lambda: jax.random.normal(key, (13, 17),
                                                                                          np.float64) * 3.0 + 1.0)()))
-    assert random._EAGER_DRAWS[("normal", (13, 17), np.dtype(np.float64))] == 3
+    assert _device._EARLY[("draw", "normal", (13, 17), np.dtype(np.float64))] == 3
+    for make in range(3):   # the third fill of a shape is jnp.full's kernel: the same values
+        np.testing.assert_array_equal(dj.full((3, 5), -2.5, dtype=dj.float16).numpy(),
+                                      np.full((3, 5), -2.5, np.float16))
+    assert _device._EARLY[("fill", (3, 5), np.dtype(np.float16))] == 3
 
 
 def test_per_element_probabilities():

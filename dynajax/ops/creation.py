@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype, random
-from .._device import default_on_cpu, put
+from .._device import host_made, put
 from .._tensor import Tensor, _make, method
 from . import registry
 from .registry import apply, op
@@ -139,10 +139,10 @@ def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Te
 
 
 def _full_array(shape: tuple, value, d: np.dtype):
-    """An eager array of ``shape`` filled with ``value``: made in numpy on the CPU backend, where
-    ``jnp.full`` would compile a kernel for each new shape (``_device.default_on_cpu``); past 2**22
-    elements the kernel's compile is small next to the host copy it saves."""
-    if default_on_cpu() and math.prod(shape) <= 1 << 22:
+    """An eager array of ``shape`` filled with ``value``: made in numpy and copied in when
+    ``_device.host_made`` says so (``jnp.full`` compiles a kernel for each new shape, ~30 ms), else by
+    ``jnp.full``, which for a shape filled every step is faster than a host copy."""
+    if host_made(("fill", shape, d), math.prod(shape), 1 << 22):
         with np.errstate(invalid="ignore", over="ignore"):   # casts as jnp.full's (inf to an int, ...)
             one = np.asarray(value).astype(d)
         return jax.device_put(np.broadcast_to(one, shape))
