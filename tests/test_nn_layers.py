@@ -79,6 +79,55 @@ def test_conv1d_batchnorm1d_unbatched_conv():
     check_module(nn.Conv2d(3, 2, 3), torch.nn.Conv2d(3, 2, 3), randn(3, 5, 5))
 
 
+@pytest.mark.parametrize("x_shape,w_shape,kw", [
+    ((2, 6, 8, 7), (6, 1, 3, 3), dict(groups=6, dilation=2, padding=2)),         # depthwise, dilated
+    ((2, 4, 9, 9), (8, 1, 3, 3), dict(groups=4, stride=2, padding=1)),           # depthwise x2, strided
+    ((2, 4, 8, 8), (8, 2, 2, 2), dict(groups=2, padding="same")),                # grouped, uneven padding
+    ((2, 3, 10), (6, 1, 5), dict(groups=3, padding=2, stride=3)),                # 1-d
+    ((1, 2, 5, 6, 4), (4, 1, 2, 2, 1), dict(groups=2, padding=(1, 0, 0))),       # 3-d
+])
+def test_grouped_convolutions_by_taps_match_torch(x_shape, w_shape, kw):
+    """Grouped convolutions of at most TAPS_MAX taps run on CPU as a sum of per-tap products, their
+    gradients as its VJPs: values, gradients and second derivatives as PyTorch's, the tape as jax.vjp
+    of the lowered graph, and no XLA convolution left in the forward or its gradients."""
+    conv_dj = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(x_shape)]
+    conv_t = getattr(torch.nn.functional, conv_dj.__name__)
+    x, w = randn(*x_shape).astype(np.float64), randn(*w_shape).astype(np.float64)
+    compare(lambda x, w: conv_dj(x, w, **kw), lambda x, w: conv_t(x, w, **kw), x, w, double=True)
+    b = randn(w_shape[0])
+    compare(lambda x, w, b: conv_dj(x, w, b, **kw), lambda x, w, b: conv_t(x, w, b, **kw),
+            x.astype(np.float32), w.astype(np.float32), b)
+    dj.testing.check_grads(lambda x, w: conv_dj(x, w, **kw).tanh().sum(), [dj.tensor(x), dj.tensor(w)])
+    assert " convolution(" not in _step_hlo(lambda x, w: conv_dj(x, w, **kw).tanh().sum(), x, w)
+
+
+def _step_hlo(loss, *arrays) -> str:
+    """Optimized HLO of a compiled step computing ``loss`` and its gradients (an XLA convolution shows
+    as `` convolution(``; metadata names source functions)."""
+    xs = [dj.tensor(a, requires_grad=True) for a in arrays]
+    seen = {}
+
+    @dj.compile
+    def step(*xs):
+        out = loss(*xs)
+        out.backward()
+        return out
+    for _ in range(2):   # the second call has .grad inputs: its graph is the steady one
+        step(*xs)
+    key, exe = next(reversed(step._cache.items()))
+    step._cache[key] = lambda *a: seen.setdefault("a", a) and exe(*a)
+    step(*xs)
+    return exe.lower(*seen["a"]).compile().as_text()
+
+
+def test_ungrouped_and_wide_convolutions_are_xlas():
+    x, w = randn(2, 4, 6, 6), randn(3, 4, 3, 3)
+    assert " convolution(" in _step_hlo(lambda x, w: F.conv2d(x, w).sum(), x, w)
+    x, w = randn(2, 8, 6, 6), randn(8, 4, 3, 3)   # groups=2 of 36 taps each
+    assert " convolution(" in _step_hlo(lambda x, w: F.conv2d(x, w, groups=2).sum(), x, w)
+    compare(lambda x, w: F.conv2d(x, w, groups=2), lambda x, w: torch.nn.functional.conv2d(x, w, groups=2), x, w)
+
+
 def test_batchnorm_eval_and_running_stats():
     m, t = nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
     for _ in range(2):
