@@ -136,12 +136,12 @@ def _conv_by_taps(x, w, *, stride, padding, dilation, groups):
     return out.reshape(n, groups * og, *size).astype(x.dtype)
 
 
-def _conv_fn(x_shape, w_shape, groups, dtype, p: dict):
+def _conv_fn(x_shape, w_shape, dtype, p: dict):
     """The convolution the ops below compute (and differentiate, for the gradient ops): by taps on CPU
     for a grouped convolution of at most ``TAPS_MAX`` taps, else XLA's own."""
     out = [(x_shape[2 + d] + sum(p["padding"][d]) - p["dilation"][d] * (w_shape[2 + d] - 1) - 1) // p["stride"][d] + 1
            for d in range(len(x_shape) - 2)]
-    if (groups == 1 or w_shape[1] * math.prod(w_shape[2:]) > TAPS_MAX or min(out, default=0) < 1
+    if (p["groups"] == 1 or w_shape[1] * math.prod(w_shape[2:]) > TAPS_MAX or min(out, default=0) < 1
             or not math.prod(x_shape) or not jnp.issubdtype(dtype, jnp.floating)):
         return functools.partial(_xla_conv, **p)
     taps, xla = functools.partial(_conv_by_taps, **p), functools.partial(_xla_conv, **p)
@@ -150,7 +150,7 @@ def _conv_fn(x_shape, w_shape, groups, dtype, p: dict):
 
 def _conv_impl(x, w, *, stride, padding, dilation, groups):
     p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-    return _conv_fn(x.shape, w.shape, groups, x.dtype, p)(x, w)
+    return _conv_fn(x.shape, w.shape, x.dtype, p)(x, w)
 
 
 conv = op("convolution", backward_name="ConvolutionBackward0")(_conv_impl)
@@ -159,14 +159,14 @@ conv = op("convolution", backward_name="ConvolutionBackward0")(_conv_impl)
 @op("convolution_input_grad", backward_name="ConvolutionBackwardInput0")
 def conv_input_grad(g, w, *, in_shape, stride, padding, dilation, groups):
     p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-    f = _conv_fn(in_shape, w.shape, groups, g.dtype, p)
+    f = _conv_fn(in_shape, w.shape, g.dtype, p)
     return jax.vjp(lambda x: f(x, w), jnp.zeros(in_shape, g.dtype))[1](g)[0]
 
 
 @op("convolution_weight_grad", backward_name="ConvolutionBackwardWeight0")
 def conv_weight_grad(x, g, *, w_shape, stride, padding, dilation, groups):
     p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-    f = _conv_fn(x.shape, w_shape, groups, x.dtype, p)
+    f = _conv_fn(x.shape, w_shape, x.dtype, p)
     return jax.vjp(lambda w: f(x, w), jnp.zeros(w_shape, g.dtype))[1](g)[0]
 
 
