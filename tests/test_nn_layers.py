@@ -101,6 +101,16 @@ def test_grouped_convolutions_by_taps_match_torch(x_shape, w_shape, kw):
     assert " convolution(" not in _step_hlo(lambda x, w: conv_dj(x, w, **kw).tanh().sum(), x, w)
 
 
+@pytest.mark.parametrize("kw,w_shape", [(dict(groups=2, stride=2, padding=1, output_padding=1), (4, 3, 3, 3)),
+                                         (dict(groups=4, padding=1, dilation=2), (4, 1, 3, 3))])
+def test_grouped_transposed_convolution_matches_torch(kw, w_shape):
+    """A grouped transposed convolution is a grouped convolution's input gradient: by taps on CPU."""
+    x, w = randn(2, 4, 5, 6).astype(np.float64), randn(*w_shape).astype(np.float64)
+    compare(lambda x, w: F.conv_transpose2d(x, w, **kw), lambda x, w: torch.nn.functional.conv_transpose2d(x, w, **kw),
+            x, w, double=True)
+    assert " convolution(" not in _step_hlo(lambda x, w: F.conv_transpose2d(x, w, **kw).tanh().sum(), x, w)
+
+
 def _step_hlo(loss, *arrays) -> str:
     """Optimized HLO of a compiled step computing ``loss`` and its gradients (an XLA convolution shows
     as `` convolution(``; metadata names source functions)."""
