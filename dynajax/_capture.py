@@ -229,12 +229,12 @@ class Capture:
             return Sym(tuple(v.shape), np.dtype(v.dtype), hit[1])
         return self._adopt(t)
 
-    def _ref(self, a, role):
+    def _ref(self, a, op, pos: int):
         """Reference to a non-tensor argument, and its part of the shape-memo key.
 
         Floats (and numpy scalars) are executable inputs -- a learning-rate schedule or a bias
         correction must not recompile -- deduplicated into slots (negative refs) by value within one
-        ``role`` (the op and argument position): the learning rate of every parameter's update shares
+        role, the ``op`` and argument position ``pos``: the learning rate of every parameter's update shares
         a slot, while values of different roles that happen to be equal at some step (NAdam's
         ``1 - beta2`` and its first bias correction ``1 - beta2 ** 1``) stay apart, so which slots
         are shared, part of the graph's key, does not change from step to step. Ints, bools and other
@@ -242,7 +242,7 @@ class Capture:
         ``+ 1``), and Python ints as jit arguments cost ~1 ms of dispatch."""
         tp = type(a)
         if tp is float or tp is complex or isinstance(a, np.generic):
-            k = (tp, a, role) if a else (tp, repr(a), role)  # keep -0.0 apart from 0.0
+            k = (tp, a, op, pos) if a else (tp, repr(a), op, pos)  # keep -0.0 apart from 0.0
             slot = self.slot_of.get(k)
             if slot is None:
                 slot = self.slot_of[k] = len(self.scalars)
@@ -265,7 +265,7 @@ class Capture:
                 refs.append(hit[1] if hit is not None else self._input(a))
                 avals.append((tuple(a.shape), np.dtype(a.dtype)))
             else:
-                r, av = self._ref(a, (key_fn, i))
+                r, av = self._ref(a, key_fn, i)
                 refs.append(r)
                 avals.append(av)
         pkey = tuple(params.items()) if params else ()

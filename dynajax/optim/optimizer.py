@@ -144,19 +144,23 @@ class Optimizer:
         t = state.get("step")
         if t is None:
             t = state["step"] = tensor(0.0)
-        known = self._host_steps.get(id(t))
-        if known is None or known[0] is not t:
-            known = self._host_steps[id(t)] = (t, t._version, float(t.item()))
+        known = self._mirror(t)
         return t, known[2] + (t._version - known[1]) + 1
+
+    def _mirror(self, t, same_version: bool = False) -> tuple:
+        """``(t, version, value)``: the host's copy of 0-d state tensor ``t`` at some version of it, read
+        from the device only the first time (or, with ``same_version``, whenever ``t`` was written since)."""
+        known = self._host_steps.get(id(t))
+        if known is None or known[0] is not t or (same_version and known[1] != t._version):
+            known = self._host_steps[id(t)] = (t, t._version, float(t.item()))
+        return known
 
     def _scale_scalar(self, t, factor: float) -> float:
         """``t.mul_(factor)`` for a 0-d state tensor (NAdam's momentum product), returning the new value
         from a host mirror: read from the device once, then computed on the host in ``t``'s dtype as
         the device computes it, while ``t``'s version counter shows only these writes. Reading it back
         every step would be a graph break every step under ``dynajax.compile``."""
-        known = self._host_steps.get(id(t))
-        if known is None or known[0] is not t or known[1] != t._version:
-            known = (t, t._version, float(t.item()))
+        known = self._mirror(t, same_version=True)
         t.mul_(factor)
         kind = np.dtype(t._value.dtype).type
         value = float(kind(known[2]) * kind(factor))
