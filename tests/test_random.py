@@ -51,6 +51,22 @@ def test_new_shapes_drawn_eagerly_share_one_compiled_sampler():
     assert _device._EARLY[("fill", (3, 5), np.dtype(np.float16))] == 3
 
 
+def test_optimizer_state_of_shared_shapes_compiles_no_fill():
+    """Optimizer moments are made once per parameter, on the host whatever the count of their shape:
+    eight same-shaped parameters' Adam state compiles no fill kernel, and is zeros of each dtype."""
+    params = [dj.nn.Parameter(dj.randn(19, 23, dtype=d)) for d in (dj.float32, dj.float64) for _ in range(4)]
+    n = xla_compiles()
+    opt = dj.optim.Adam(params)
+    for p in params:
+        opt._init_state(p, opt.state[p], opt.param_groups[0])
+    assert xla_compiles() == n
+    for p in params:
+        for name in ("exp_avg", "exp_avg_sq"):
+            m = opt.state[p][name]
+            assert m.dtype == p.dtype and m.shape == p.shape
+            np.testing.assert_array_equal(m.numpy(), np.zeros((19, 23), p.detach().numpy().dtype))
+
+
 def test_per_element_probabilities():
     # a Bernoulli with one probability per element (a probs tensor): drawn flat with the probs flattened
     g = dj.Generator().manual_seed(3)

@@ -138,11 +138,11 @@ def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Te
     return _finish(_full_array(shape, value, d), device, requires_grad)
 
 
-def _full_array(shape: tuple, value, d: np.dtype):
+def _full_array(shape: tuple, value, d: np.dtype, once: bool = False):
     """An eager array of ``shape`` filled with ``value``: made in numpy and copied in when
     ``_device.host_made`` says so (``jnp.full`` compiles a kernel for each new shape, ~30 ms), else by
     ``jnp.full``, which for a shape filled every step is faster than a host copy."""
-    if host_made(("fill", shape, d), math.prod(shape), 1 << 22):
+    if host_made(("fill", shape, d), math.prod(shape), 1 << 22, once):
         with np.errstate(invalid="ignore", over="ignore"):   # casts as jnp.full's (inf to an int, ...)
             one = np.asarray(value).astype(d)
         return jax.device_put(np.broadcast_to(one, shape))
@@ -154,7 +154,7 @@ def state_zeros_like(input: Tensor) -> Tensor:
     step that outlives it (optimizer moments). Made eagerly it is an input of the first call's graph
     as it is of every later call's, so the first and later calls share one executable."""
     v = input._value
-    return _make(_full_array(tuple(v.shape), 0, v.dtype))
+    return _make(_full_array(tuple(v.shape), 0, v.dtype, once=True))
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.graph import Node
+from .._device import eager_compiler_options
 
 _LOAD_OPS = {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
              "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW",
@@ -46,7 +47,7 @@ class Op:
     """One registered op. Create with :func:`op`; attach its VJP with ``@the_op.defvjp``."""
 
     __slots__ = ("name", "impl", "rule", "per_input", "nout", "check", "error", "backward_name",
-                 "_saves", "_saves_rest", "saves_out", "_jit", "differentiable", "none_cotangents")
+                 "_saves", "_saves_rest", "saves_out", "_jit", "_jit_traced", "differentiable", "none_cotangents")
 
     def __init__(self, name: str, impl: Callable, nout: int = 1, check=None, error=None,
                  backward_name: str | None = None) -> None:
@@ -60,7 +61,8 @@ class Op:
         self._saves = ()
         self._saves_rest = False
         self.saves_out = False
-        self._jit: dict = {}
+        self._jit: dict = {}          # static params -> the eager kernel (eager compiler options)
+        self._jit_traced: dict = {}   # the same, called on tracers: a nested jit takes no options
         self.differentiable = False
         # the engine passes None (instead of zeros) as the cotangent of an output no gradient reached, to
         # rules that declare they take it: a multi-output op whose outputs are often unused (an RNN's
@@ -110,12 +112,16 @@ class Op:
         s = self._saves
         return s[i] if i < len(s) else self._saves_rest
 
-    def jitted(self, params: dict):
+    def jitted(self, params: dict, traced: bool = False):
+        """The impl under ``jax.jit`` with ``params`` bound; ``traced``: for inputs that are tracers
+        (dynajax ops inside a JAX transformation), where the jit is nested and takes no compiler options."""
         key = tuple(params.items())
-        fn = self._jit.get(key)
+        cache = self._jit_traced if traced else self._jit
+        fn = cache.get(key)
         if fn is None:
-            fn = jax.jit(functools.partial(self.impl, **params)) if params else jax.jit(self.impl)
-            self._jit[key] = fn
+            fn = jax.jit(functools.partial(self.impl, **params) if params else self.impl,
+                         compiler_options=None if traced else eager_compiler_options())
+            cache[key] = fn
         return fn
 
 
@@ -136,6 +142,7 @@ def op(name: str, nout: int = 1, check=None, error=None, backward_name=None):
 
 
 # ---------------------------------------------------------------- dispatch
+_Tracer = jax.core.Tracer
 _Tensor = None  # set by dynajax._tensor to break the import cycle
 _hooks: list = []  # capture / lowering interceptors: f(op, args, params) -> result | NotImplemented
 record_creation = False  # True while dynajax.compile records: zeros/ones/full record an op (ops/creation.py)
@@ -155,19 +162,24 @@ def run(op: Op, fn, args: tuple, params: dict):
                 return r
     T = _Tensor
     vals = []
-    needs_grad = False
+    needs_grad = traced = False
     for a in args:
         if isinstance(a, T):
             if a._base is not None:
                 a._sync()
-            vals.append(a._value)
+            v = a._value
             if a._rg:
                 needs_grad = True
         else:
-            vals.append(a)
+            v = a
+        if isinstance(v, _Tracer):
+            traced = True
+        vals.append(v)
     if op.check is not None:
         op.check(*args, **params)
-    if fn is None:
+    if traced:
+        fn = op.jitted(params, True)
+    elif fn is None:
         fn = op.jitted(params)
     try:
         out = fn(*vals)
