@@ -263,6 +263,8 @@ entry("einsum", lambda a, b: dj.einsum("bij,jk->bik", a, b), two(normal(2, 3, 4)
 # ---------------------------------------------------------------- nn
 entry("linear", F.linear, cat_inputs(normal(2, 3), normal(4, 3)))
 entry("linear_bias", F.linear, cat_inputs(normal(2, 5, 3), normal(4, 3), normal(4)))
+entry("linear_input_grad", vjp_of(F.linear, wrt=(0,)), cat_inputs(normal(2, 5, 3), normal(4, 3), normal(2, 5, 4)))
+entry("linear_weight_grad", vjp_of(F.linear, wrt=(1,)), cat_inputs(normal(2, 5, 3), normal(4, 3), normal(2, 5, 4)))
 _conv = lambda x, w: F.conv2d(x, w, padding=1)  # noqa: E731
 entry("convolution", _conv, two(normal(1, 2, 4, 4), normal(3, 2, 3, 3)))
 entry("convolution_bias", lambda x, w, b: F.conv2d(x, w, b, padding=1),

@@ -28,15 +28,36 @@ def _linear(x, w):
 
 
 def _linear_vjp_x(g, out, x, w, *bias):   # ``bias``: linear_bias's third input (its own rule)
-    return apply(_linear, g, w.t())
+    return apply(_matmul_nn, g, w)
 
 
 def _linear_vjp_w(g, out, x, w, *bias):
-    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
-    return apply(_linear, g2.t(), x2.t())
+    return apply(_outer_sum, g, x)
 
 
 _linear.defvjp(_linear_vjp_x, _linear_vjp_w)  # per input: no input gradient for a data batch
+
+
+@op("linear_input_grad")
+def _matmul_nn(g, w):
+    """``g @ w`` for ``g`` of any leading dims (a linear layer's input gradient; one op, where ``w.t()``
+    would copy the weight transposed at every backward)."""
+    return jnp.matmul(g, w)
+
+
+@op("linear_weight_grad")
+def _outer_sum(g, x):
+    """``sum over leading dims of g[..., :, None] * x[..., None, :]`` as one contraction (a linear
+    layer's weight gradient; one op and one kernel per new batch shape, instead of two reshapes, two
+    transposes and a matmul)."""
+    lead = tuple(range(g.ndim - 1))
+    return jax.lax.dot_general(g, x, ((lead, lead), ((), ())))
+
+
+_matmul_nn.defvjp(lambda c, out, g, w: apply(_linear, c, w),
+                  lambda c, out, g, w: apply(_outer_sum, g, c))
+_outer_sum.defvjp(lambda c, out, g, x: apply(_linear, x, c),
+                  lambda c, out, g, x: apply(_matmul_nn, g, c))
 
 
 @op("linear_bias", backward_name="AddmmBackward0")
@@ -45,7 +66,7 @@ def _linear_bias(x, w, b):
 
 
 def _linear_bias_vjp_b(g, out, x, w, b):
-    return g.reshape(-1, g.shape[-1]).sum(0)
+    return g.sum(tuple(range(g.dim() - 1))) if g.dim() > 1 else g
 
 
 # the same rules for x and w as without a bias: one recorded op per layer instead of a matmul and an add
