@@ -1,4 +1,5 @@
 """Layers against torch.nn: same weights (state_dict round trip), same forward, same gradients."""
+import jax
 import numpy as np
 import pytest
 import torch
@@ -136,6 +137,23 @@ def test_ungrouped_and_wide_convolutions_are_xlas():
     x, w = randn(2, 8, 6, 6), randn(8, 4, 3, 3)   # groups=2 of 36 taps each
     assert " convolution(" in _step_hlo(lambda x, w: F.conv2d(x, w, groups=2).sum(), x, w)
     compare(lambda x, w: F.conv2d(x, w, groups=2), lambda x, w: torch.nn.functional.conv2d(x, w, groups=2), x, w)
+
+
+def test_eager_narrow_convolutions_are_taps():
+    """An eager convolution of at most TAPS_MAX taps (3 input channels x 3x3 here) runs by taps: its
+    kernels, forward and both gradients, hold no XLA convolution; values and second-order gradients
+    match PyTorch. The same layer inside a compiled step stays XLA's (test above)."""
+    from dynajax.nn import _ops
+    x, w = randn(2, 3, 7, 6), randn(5, 3, 3, 3)
+    p = dict(stride=(2, 1), padding=((1, 1), (0, 2)), dilation=(1, 2), groups=1)
+    xs, ws, g = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, np.zeros((2, 5, 4, 4), x.dtype)))
+    for o, args, kw in ((_ops.conv, (xs, ws), {}), (_ops.conv_input_grad, (g, ws), {"in_shape": x.shape}),
+                        (_ops.conv_weight_grad, (xs, g), {"w_shape": w.shape})):
+        assert " convolution(" not in o.jitted({**kw, **p}).lower(*args).compile().as_text()
+    kw = dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2))
+    compare(lambda x, w: F.conv2d(F.pad(x, (0, 2)), w, **kw),
+            lambda x, w: torch.nn.functional.conv2d(torch.nn.functional.pad(x, (0, 2)), w, **kw), x, w, double=True)
+    assert " convolution(" in _step_hlo(lambda x, w: F.conv2d(x, w).sum(), x, w)
 
 
 def test_batchnorm_eval_and_running_stats():

@@ -130,8 +130,9 @@ def _xla_conv(x, w, *, stride, padding, dilation, groups):
 # ``_conv_by_taps`` may have. XLA:CPU runs grouped (depthwise) convolutions far below its speed elsewhere:
 # measured, batch 64, a depthwise 3x3 forward on 32 channels of 28x28 took 49 ms, by taps 1.3 ms; with
 # its gradients, in one program, ~85 ms vs ~23 ms on 64 channels of 14x14. Ungrouped convolutions
-# with few input channels are as slow alone, but not inside a whole program, where the taps' sum is
-# recomputed in each consumer fusion (a CNN step got slower), so they stay XLA's.
+# with few input channels are as slow alone, and are computed by taps as eager ops; not inside a whole
+# program, where the taps' sum is recomputed in each consumer fusion (a CNN step got slower), so there
+# they stay XLA's.
 TAPS_MAX = 27
 
 
@@ -159,10 +160,11 @@ def _conv_by_taps(x, w, *, stride, padding, dilation, groups):
 
 def _conv_fn(x_shape, w_shape, dtype, p: dict):
     """The convolution the ops below compute (and differentiate, for the gradient ops): by taps on CPU
-    for a grouped convolution of at most ``TAPS_MAX`` taps, else XLA's own."""
+    for a convolution of at most ``TAPS_MAX`` taps, grouped or (as an eager op) not, else XLA's own."""
     out = [(x_shape[2 + d] + sum(p["padding"][d]) - p["dilation"][d] * (w_shape[2 + d] - 1) - 1) // p["stride"][d] + 1
            for d in range(len(x_shape) - 2)]
-    if (p["groups"] == 1 or w_shape[1] * math.prod(w_shape[2:]) > TAPS_MAX or min(out, default=0) < 1
+    if ((p["groups"] == 1 and not registry.eager_kernel()) or w_shape[1] * math.prod(w_shape[2:]) > TAPS_MAX
+            or min(out, default=0) < 1
             or not math.prod(x_shape) or not jnp.issubdtype(dtype, jnp.floating)):
         return functools.partial(_xla_conv, **p)
     taps, xla = functools.partial(_conv_by_taps, **p), functools.partial(_xla_conv, **p)

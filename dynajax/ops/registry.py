@@ -119,10 +119,34 @@ class Op:
         cache = self._jit_traced if traced else self._jit
         fn = cache.get(key)
         if fn is None:
-            fn = jax.jit(functools.partial(self.impl, **params) if params else self.impl,
-                         compiler_options=None if traced else eager_compiler_options())
+            f = functools.partial(self.impl, **params) if params else self.impl
+            fn = jax.jit(f, compiler_options=None) if traced else \
+                jax.jit(_eager_kernel(f, self.impl), compiler_options=eager_compiler_options())
             cache[key] = fn
         return fn
+
+
+_EAGER = [False]   # True while JAX traces an eager op's own kernel (eager_kernel())
+
+
+def eager_kernel() -> bool:
+    """Whether the impl running now is being traced as an eager op's own kernel (one op, one small XLA
+    program), rather than as part of a whole program (a compiled step, ``lower``, a JAX transformation).
+    An impl may pick a formulation by it: what is fastest alone need not be inside a fused program."""
+    return _EAGER[0]
+
+
+def _eager_kernel(f, impl):
+    """``f`` with :func:`eager_kernel` True while it runs: its Python runs only when ``jax.jit`` traces it,
+    so this costs nothing per call."""
+    def kernel(*args):
+        prev, _EAGER[0] = _EAGER[0], True
+        try:
+            return f(*args)
+        finally:
+            _EAGER[0] = prev
+    kernel.__name__ = kernel.__qualname__ = getattr(impl, "__name__", "kernel")   # jit's name in profiles
+    return kernel
 
 
 OPS: dict[str, Op] = {}
