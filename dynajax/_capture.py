@@ -410,7 +410,8 @@ class Capture:
             key_fn = self.keys[k][0]
             vals = [((env[r] if r in env else inputs[r]) if r >= 0 else self.scalars[-r - 1])
                     if type(r) is int else r[1] for r in refs]
-            run = key_fn.jitted(params) if isinstance(key_fn, registry.Op) else functools.partial(fn, **params)
+            # not eager kernels: an eager op checks its values before its kernel runs, and these were recorded
+            run = key_fn.jitted(params, True) if isinstance(key_fn, registry.Op) else functools.partial(fn, **params)
             bind(env, ovars, run(*vals))
         return env[s.idx]
 

@@ -168,6 +168,39 @@ def test_batchnorm_eval_and_running_stats():
         nn.BatchNorm2d(3)(dj.randn(2, 3))
 
 
+def test_embedding_indices_out_of_range_raise_as_pytorch():
+    """An index outside [0, num_embeddings) raises PyTorch's IndexError, eagerly and in a compiled step
+    (before anything is applied); in range, the eager kernel's gather (clamped: its indices are checked)
+    gives PyTorch's rows for a new shape."""
+    w = randn(6, 3)
+    emb, ref = nn.Embedding(6, 3), torch.nn.Embedding(6, 3)
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(w))
+    emb.weight.data = dj.tensor(w)
+    for bad in ([0, 6], [[2, -1]]):
+        with pytest.raises(IndexError) as want:
+            ref(torch.tensor(bad))
+        with pytest.raises(IndexError, match=str(want.value)):
+            emb(dj.tensor(bad))
+    opt = dj.optim.SGD(emb.parameters(), lr=0.5)
+
+    @dj.compile
+    def step(idx):
+        opt.zero_grad()
+        loss = emb(idx).square().sum()
+        loss.backward()
+        opt.step()
+        return loss
+    idx = np.random.default_rng(0).integers(0, 6, (7, 5))
+    step(dj.tensor(idx))
+    before = emb.weight.detach().numpy().copy()
+    with pytest.raises(IndexError, match="index out of range in self"):
+        step(dj.tensor(np.where(idx == 3, 9, idx)))
+    np.testing.assert_array_equal(emb.weight.detach().numpy(), before)
+    got = F.embedding(dj.tensor(idx[:3, :4] + 0), emb.weight)
+    np.testing.assert_array_equal(got.detach().numpy(), before[idx[:3, :4]])
+
+
 def test_embedding_and_bilinear():
     idx = np.array([[1, 0, 3], [2, 2, 0]])
     check_module(nn.Embedding(5, 3, padding_idx=0), torch.nn.Embedding(5, 3, padding_idx=0), idx)

@@ -11,6 +11,7 @@ from .._capture import is_recorded
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
+from ..ops.index import _raise, check_bounds
 from ..ops.views import inplace, write
 from . import _ops
 
@@ -408,6 +409,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
         raise NotImplementedError("dynajax: embedding max_norm is not supported yet")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
+    check_bounds([input], [weight.shape[0]], _raise(IndexError, "index out of range in self"), negative=False)
     return _ops.embedding_op(weight, input, padding_idx)
 
 

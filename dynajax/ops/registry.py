@@ -113,8 +113,10 @@ class Op:
         return s[i] if i < len(s) else self._saves_rest
 
     def jitted(self, params: dict, traced: bool = False):
-        """The impl under ``jax.jit`` with ``params`` bound; ``traced``: for inputs that are tracers
-        (dynajax ops inside a JAX transformation), where the jit is nested and takes no compiler options."""
+        """The impl under ``jax.jit`` with ``params`` bound; ``traced``: not an eager op's own kernel: for
+        inputs that are tracers (dynajax ops inside a JAX transformation, where the jit is nested and takes
+        no compiler options) or recorded values (a compiled step's graph break, whose ops' eager checks did
+        not see them)."""
         key = tuple(params.items())
         cache = self._jit_traced if traced else self._jit
         fn = cache.get(key)
