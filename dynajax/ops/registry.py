@@ -62,7 +62,7 @@ class Op:
         self._saves_rest = False
         self.saves_out = False
         self._jit: dict = {}          # static params -> the eager kernel (eager compiler options)
-        self._jit_traced: dict = {}   # the same, called on tracers: a nested jit takes no options
+        self._jit_traced: dict = {}   # the same, not as eager kernels: on tracers (no options), graph breaks
         self.differentiable = False
         # the engine passes None (instead of zeros) as the cotangent of an output no gradient reached, to
         # rules that declare they take it: a multi-output op whose outputs are often unused (an RNN's
