@@ -411,7 +411,8 @@ class Capture:
             vals = [((env[r] if r in env else inputs[r]) if r >= 0 else self.scalars[-r - 1])
                     if type(r) is int else r[1] for r in refs]
             # not eager kernels: an eager op checks its values before its kernel runs, and these were recorded
-            run = key_fn.jitted(params, True) if isinstance(key_fn, registry.Op) else functools.partial(fn, **params)
+            run = (key_fn.jitted(params, eager=False) if isinstance(key_fn, registry.Op)
+                   else functools.partial(fn, **params))
             bind(env, ovars, run(*vals))
         return env[s.idx]
 

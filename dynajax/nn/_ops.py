@@ -126,8 +126,8 @@ def _xla_conv(x, w, *, stride, padding, dilation, groups):
         dimension_numbers=_dimension_numbers(x.ndim - 2), precision=jax.lax.Precision.HIGHEST)
 
 
-# Most taps (input channels per group x kernel elements) a grouped convolution computed by
-# ``_conv_by_taps`` may have. XLA:CPU runs grouped (depthwise) convolutions far below its speed elsewhere:
+# Most taps (input channels per group x kernel elements) a convolution computed by ``_conv_by_taps``
+# may have. XLA:CPU runs grouped (depthwise) convolutions far below its speed elsewhere:
 # measured, batch 64, a depthwise 3x3 forward on 32 channels of 28x28 took 49 ms, by taps 1.3 ms; with
 # its gradients, in one program, ~85 ms vs ~23 ms on 64 channels of 14x14. Ungrouped convolutions
 # with few input channels are as slow alone, and are computed by taps as eager ops; not inside a whole
@@ -171,8 +171,7 @@ def _conv_fn(x_shape, w_shape, dtype, p: dict):
     return lambda x, w: jax.lax.platform_dependent(x, w, cpu=taps, default=xla)
 
 
-def _conv_impl(x, w, *, stride, padding, dilation, groups):
-    p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+def _conv_impl(x, w, **p):   # p: stride, padding, dilation, groups
     return _conv_fn(x.shape, w.shape, x.dtype, p)(x, w)
 
 
@@ -180,15 +179,13 @@ conv = op("convolution", backward_name="ConvolutionBackward0")(_conv_impl)
 
 
 @op("convolution_input_grad", backward_name="ConvolutionBackwardInput0")
-def conv_input_grad(g, w, *, in_shape, stride, padding, dilation, groups):
-    p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+def conv_input_grad(g, w, *, in_shape, **p):
     f = _conv_fn(in_shape, w.shape, g.dtype, p)
     return jax.vjp(lambda x: f(x, w), jnp.zeros(in_shape, g.dtype))[1](g)[0]
 
 
 @op("convolution_weight_grad", backward_name="ConvolutionBackwardWeight0")
-def conv_weight_grad(x, g, *, w_shape, stride, padding, dilation, groups):
-    p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+def conv_weight_grad(x, g, *, w_shape, **p):
     f = _conv_fn(x.shape, w_shape, x.dtype, p)
     return jax.vjp(lambda w: f(x, w), jnp.zeros(w_shape, g.dtype))[1](g)[0]
 

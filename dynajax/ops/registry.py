@@ -47,7 +47,7 @@ class Op:
     """One registered op. Create with :func:`op`; attach its VJP with ``@the_op.defvjp``."""
 
     __slots__ = ("name", "impl", "rule", "per_input", "nout", "check", "error", "backward_name",
-                 "_saves", "_saves_rest", "saves_out", "_jit", "_jit_traced", "differentiable", "none_cotangents")
+                 "_saves", "_saves_rest", "saves_out", "_jit", "_jit_plain", "differentiable", "none_cotangents")
 
     def __init__(self, name: str, impl: Callable, nout: int = 1, check=None, error=None,
                  backward_name: str | None = None) -> None:
@@ -62,7 +62,7 @@ class Op:
         self._saves_rest = False
         self.saves_out = False
         self._jit: dict = {}          # static params -> the eager kernel (eager compiler options)
-        self._jit_traced: dict = {}   # the same, not as eager kernels: on tracers (no options), graph breaks
+        self._jit_plain: dict = {}    # the same, not as eager kernels: on tracers (no options), graph breaks
         self.differentiable = False
         # the engine passes None (instead of zeros) as the cotangent of an output no gradient reached, to
         # rules that declare they take it: a multi-output op whose outputs are often unused (an RNN's
@@ -112,18 +112,18 @@ class Op:
         s = self._saves
         return s[i] if i < len(s) else self._saves_rest
 
-    def jitted(self, params: dict, traced: bool = False):
-        """The impl under ``jax.jit`` with ``params`` bound; ``traced``: not an eager op's own kernel: for
-        inputs that are tracers (dynajax ops inside a JAX transformation, where the jit is nested and takes
+    def jitted(self, params: dict, eager: bool = True):
+        """The impl under ``jax.jit`` with ``params`` bound; ``eager=False``: not an eager op's own kernel:
+        for inputs that are tracers (dynajax ops inside a JAX transformation, where the jit is nested and takes
         no compiler options) or recorded values (a compiled step's graph break, whose ops' eager checks did
         not see them)."""
         key = tuple(params.items())
-        cache = self._jit_traced if traced else self._jit
+        cache = self._jit if eager else self._jit_plain
         fn = cache.get(key)
         if fn is None:
             f = functools.partial(self.impl, **params) if params else self.impl
-            fn = jax.jit(f, compiler_options=None) if traced else \
-                jax.jit(_eager_kernel(f, self.impl), compiler_options=eager_compiler_options())
+            fn = jax.jit(_eager_kernel(f, self.impl), compiler_options=eager_compiler_options()) if eager \
+                else jax.jit(f)
             cache[key] = fn
         return fn
 
@@ -204,7 +204,7 @@ def run(op: Op, fn, args: tuple, params: dict):
     if op.check is not None:
         op.check(*args, **params)
     if traced:
-        fn = op.jitted(params, True)
+        fn = op.jitted(params, eager=False)
     elif fn is None:
         fn = op.jitted(params)
     try:
