@@ -16,9 +16,13 @@ tape's detach points as ``stop_gradient``. Anything else runs the native tape
 during capture, as eagerly.
 
 Graphs of more than ``MAX_NODES`` nodes, or with one op ``LOOP_REPEATS`` times
-(a Python loop over a cell), also take the tape: their VJP ops are recorded one
-by one, so loop rolling (``_rolling``) can roll an unrolled RNN's backward into
-a scan as it rolls its forward.
+(a Python loop over a cell), keep the tape's VJP ops as eqns of the step, so
+loop rolling (``_rolling``) can roll an unrolled RNN's backward into a scan as
+it rolls its forward. The tape runs for such a graph once: the eqns it records
+are kept as a :class:`_Template` under the graph's signature (each node's op,
+static params, input vars, shapes and detach points, the leaves, the
+cotangents, the leaves' grads before, the Python-number slots), and a later
+call with the same signature appends them without running the rules again.
 """
 from __future__ import annotations
 
@@ -99,6 +103,7 @@ def backward_grads(*vals, plan):
 
 
 ENABLED = True   # False: always record the tape's VJP ops (for comparisons)
+TEMPLATES = True  # False: run the tape for a loop graph's backward on every call (for comparisons)
 MAX_NODES = 40   # larger graphs record the tape's VJP ops one by one, which loop rolling can roll
 LOOP_REPEATS = 8  # so do graphs with one op on the same input shapes this many times: a loop (say over a
 #                   fused RNN cell), whose backward would otherwise be traced unrolled (measured: a 30-step
@@ -130,7 +135,13 @@ class BackwardByVJP:
 
         def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None):
             if ENABLED and targets is None and not create_graph and not engine._anomaly["enabled"]:
-                if self.run(outputs, grad_outputs, retain_graph):
+                done = self.run(outputs, grad_outputs, retain_graph)
+                if done is True:
+                    return None
+                if done:   # a loop graph seen for the first time: run the tape and keep what it records
+                    mark = _Mark(self.cap)
+                    orig(outputs, grad_outputs, retain_graph, create_graph, targets)
+                    mark.keep(*done)
                     return None
             return orig(outputs, grad_outputs, retain_graph, create_graph, targets)
         engine.run_backward = run_backward
@@ -164,8 +175,7 @@ class BackwardByVJP:
             roots.append(node)
             root_vars.append(cap.eqns[hit[1]][3][out._out_idx])
         nodes = engine._collect([(n, 0) for n in roots])
-        if len(nodes) > MAX_NODES or _repeats(nodes):   # a loop: the tape's ops can be rolled into a scan
-            return False
+        loop = len(nodes) > MAX_NODES or _repeats(nodes)   # the tape's ops, which rolling can roll into a scan
         desc, pairs, leaves, leaf_pos = [], [], [], {}
         for node in reversed(nodes):   # creation order
             hit = self.node_eqn.get(id(node))
@@ -208,6 +218,10 @@ class BackwardByVJP:
         if not leaves:
             return False
         cots = tuple(cap.var_of(g).idx for g in grad_outputs)
+        if loop:
+            if not TEMPLATES:
+                return False
+            return self._template_call(nodes, desc, pairs, leaves, root_vars, cots, grad_outputs, retain_graph)
         ins = []
         seen = set()
         for _, _, _, refs, ovars, _, _ in desc:
@@ -233,3 +247,110 @@ class BackwardByVJP:
             g = _make(Sym(tuple(v.shape), v.dtype, n + k))
             leaf.grad = g if leaf.grad is None else leaf.grad + g
         return True
+
+    def _template_call(self, nodes, desc, pairs, leaves, root_vars, cots, grad_outputs, retain_graph):
+        """A loop graph's backward: True if a kept template was appended; else (where to keep it,
+        signature, leaves) for the tape's run to be kept under (``_Mark.keep``), or False."""
+        cap = self.cap
+        before = []
+        for leaf in leaves:
+            v = _grad_sym(leaf)
+            if v is False:
+                return False   # the tape would read (adopt) a grad the step did not compute: no template
+            before.append(v if v is None else v.idx)
+        sig = (tuple(desc), tuple(n.in_meta for n in reversed(nodes)), tuple(pairs), tuple(root_vars), cots,
+               tuple((tuple(g.shape), g.dtype) for g in grad_outputs), tuple(before), bool(retain_graph),
+               tuple(cap.slot_of.items()))
+        store = cap.owner.__dict__.setdefault("_bwd_templates", {})
+        where = (cap.nvars, len(cap.eqns), len(desc))
+        for s, tmpl in store.get(where, ()):
+            if s == sig:
+                tmpl.append_to(cap, leaves)
+                if not retain_graph:
+                    for node in nodes:
+                        engine.free_node(node)
+                return True
+        return store, where, sig, leaves
+
+
+def _grad_sym(leaf):
+    """The Sym ``leaf.grad`` holds (None: no grad; False: a grad holding an array, not a recorded value).
+    The tape's grads are detached views of the summed gradient; a template makes them plain tensors,
+    which nothing can tell apart (their bases are the tape's temporaries)."""
+    from ._capture import Sym
+    g = leaf.grad
+    if g is None:
+        return None
+    if g._base is not None:
+        g._sync()
+    return g._value if type(g._value) is Sym else False
+
+
+class _Template:
+    """What the tape recorded for one loop graph's backward: its eqns and keys, the Python-number slots
+    it added, and the leaves' new grads as (leaf position, var, shape, dtype) in the order the tape made
+    them (the order the step's outputs are numbered in, part of the executable's key)."""
+
+    __slots__ = ("eqns", "keys", "prod", "nvars", "scalars", "slots", "grads")
+
+    def append_to(self, cap, leaves) -> None:
+        from ._capture import Sym
+        from ._tensor import _make
+        e0 = len(cap.eqns)
+        cap.eqns.extend(self.eqns)
+        cap.keys.extend(self.keys)
+        for var, rel in self.prod:
+            cap.prod[var] = e0 + rel
+        cap.nvars = self.nvars
+        cap.scalars.extend(self.scalars)
+        cap.slot_of.update(self.slots)
+        for k, var, shape, dtype in self.grads:
+            leaves[k].grad = _make(Sym(shape, dtype, var))
+
+
+TEMPLATES_PER_SITE = 4   # kept signatures per (vars, eqns, nodes) count of a compiled step
+
+
+class _Mark:
+    """The state of a capture before the tape runs, to keep what the tape records as a :class:`_Template`."""
+
+    __slots__ = ("cap", "counts", "born")
+
+    def __init__(self, cap) -> None:
+        self.cap = cap
+        self.counts = self._counts()
+        self.born = len(cap.born)
+
+    def _counts(self) -> tuple:
+        c = self.cap
+        return (len(c.eqns), c.nvars, len(c.scalars), len(c.inputs), len(c.adopted), len(c.gens), c.breaks)
+
+    def keep(self, store: dict, where: tuple, sig: tuple, leaves: list) -> None:
+        from ._capture import Sym
+        cap, (e0, _, s0, *rest) = self.cap, self.counts
+        now = self._counts()
+        if now[3:] != tuple(rest):   # the tape read new arrays or keys, or ran a graph break: not replayable
+            return
+        grads = []
+        for k, leaf in enumerate(leaves):
+            v = _grad_sym(leaf)
+            if v is False:
+                return
+            if v is not None and v.idx >= self.counts[1]:   # a grad this backward made
+                grads.append((k, v.idx, v.shape, v.dtype))
+        first = {}   # var -> when the first tensor still holding it was made
+        for i, r in enumerate(cap.born[self.born:]):
+            t = r()
+            if t is not None and type(t._value) is Sym:
+                first.setdefault(t._value.idx, i)
+        grads.sort(key=lambda g: first.get(g[1], -1))
+        t = _Template()
+        t.eqns, t.keys = cap.eqns[e0:], cap.keys[e0:]
+        t.prod = tuple((v, p - e0) for v, p in cap.prod.items() if p >= e0)
+        t.nvars = cap.nvars
+        t.scalars = cap.scalars[s0:]
+        t.slots = tuple(cap.slot_of.items())[s0:]
+        t.grads = tuple(grads)
+        kept = store.setdefault(where, [])
+        kept.insert(0, (sig, t))
+        del kept[TEMPLATES_PER_SITE:]

@@ -306,3 +306,86 @@ def test_bucket_batch_sampler_and_pad_sequence():
     assert_close(out[:, :5], ref)
     assert (out[:, 5:].numpy() == -1).all()
     assert tuple(pad_sequence(seqs, multiple_of=[4, 16]).shape) == (16, 2, 2)
+
+
+def _step_keys(compiled, *args) -> tuple:
+    """The structural key of one call of ``compiled`` (the recorded graph, inputs and outputs)."""
+    keys, orig = [], compiled._plan
+
+    def grab(cap, result, a):
+        plan = orig(cap, result, a)
+        keys.append(plan.key)
+        return plan
+    compiled._plan = grab
+    try:
+        compiled(*args)
+    finally:
+        compiled._plan = orig
+    return keys[0]
+
+
+def test_a_loops_backward_is_recorded_by_the_tape_once_then_replayed(monkeypatch):
+    import dynajax._capture as capture
+    import dynajax._capture_backward as cb
+    from dynajax.autograd import engine
+    dj.manual_seed(0)
+    cell, head = _HandWrittenGRUCell(3, 5), nn.Linear(5, 2)
+    step = _cell_loop_step(cell, head)
+    tape_runs, tape = [], engine.run_backward
+
+    def counted(*a, **kw):   # the tape's runs while a compiled step records
+        if getattr(capture._state, "cap", None) is not None:
+            tape_runs.append(1)
+        return tape(*a, **kw)
+    monkeypatch.setattr(engine, "run_backward", counted)
+    compiled = dj.compile(step)
+    x = dj.randn(7, 2, 3)
+    keys = []
+    for _ in range(3):
+        _compiled_equals_eager(compiled, step, x, cell, head)
+        keys.append(_step_keys(compiled, x))
+    assert compiled.stats.compiles == 1 and len(set(keys)) == 1
+    assert len(tape_runs) == 1, tape_runs              # the first call's tape; the others replayed its eqns
+    monkeypatch.setattr(cb, "TEMPLATES", False)
+    by_tape = dj.compile(step)
+    assert _step_keys(by_tape, x) == keys[0]             # the replayed graph is the tape's, op for op
+
+
+def test_a_replayed_loop_backward_follows_what_changes_between_calls():
+    """Detach points, frozen parameters, grads left from an earlier backward and forward Python numbers
+    each change the backward; every call's grads equal eager (a stale template would not)."""
+    dj.manual_seed(0)
+    cell, head = _HandWrittenGRUCell(3, 5), nn.Linear(5, 2)
+
+    def step(x, cut, p, clear):
+        if clear:
+            for q in (*cell.parameters(), *head.parameters()):
+                q.grad = None
+        h = dj.zeros(x.shape[1], cell.hidden_size)
+        for t, xt in enumerate(x.unbind(0)):
+            h = cell(xt, h)
+            if t == cut:
+                h = h.detach()
+        loss = head(h).abs().pow(p).mean()
+        loss.backward()
+        return loss
+    compiled = dj.compile(step)
+    x = dj.randn(9, 2, 3)
+    calls = [(-1, 2.0, True), (4, 2.0, True), (-1, 2.0, True), (-1, 3.0, True), (-1, 2.0, False),
+             (-1, 2.0, True), (4, 2.0, True)]
+    for i, (cut, p, clear) in enumerate(calls):
+        if i == 5:
+            cell.hh.weight.requires_grad_(False)
+            cell.hh.weight.grad = None
+        state = [q.grad.numpy().copy() if q.grad is not None else None for q in (*cell.parameters(), *head.parameters())]
+        want = step(x, cut, p, clear)
+        g_want = [q.grad.numpy().copy() if q.grad is not None else None for q in (*cell.parameters(), *head.parameters())]
+        for q, g in zip((*cell.parameters(), *head.parameters()), state):   # back to the state before
+            q.grad = None if g is None else dj.tensor(g)
+        got = compiled(x, cut, p, clear)
+        assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for q, g in zip((*cell.parameters(), *head.parameters()), g_want):
+            if g is None:
+                assert q.grad is None
+            else:
+                np.testing.assert_allclose(q.grad.numpy(), g, rtol=1e-4, atol=1e-6, err_msg=f"call {i}")
