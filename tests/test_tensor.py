@@ -172,3 +172,35 @@ def test_random_inplace_fills_are_seeded():
     assert z.tolist() == [0, 0, 0] and z._version == 1
     f = dj.ones(2).fill_(4.5)
     assert f.tolist() == [4.5, 4.5]
+
+
+@pytest.mark.parametrize("shape, src_shape, src_dtype", [((2, 3), (3,), "float32"), ((2, 3), (2, 3), "float64"),
+                                                         ((2, 3), (1, 3), "int64"), ((4,), (), "float32")])
+def test_copy_broadcasts_casts_and_passes_gradients_to_its_source(shape, src_shape, src_dtype):
+    rng = np.random.default_rng(3)
+    src = (rng.standard_normal(src_shape) * 3).astype(src_dtype)
+    dst = np.zeros(shape, np.float32)
+    want = torch.tensor(dst).copy_(torch.tensor(src))
+    got = dj.tensor(dst)
+    assert got.copy_(dj.tensor(src)) is got
+    assert_close(got, want)
+    int_dst = torch.zeros(shape, dtype=torch.int64).copy_(torch.tensor(src))   # a float source truncated
+    assert_close(dj.zeros(shape, dtype=dj.int64).copy_(dj.tensor(src)), int_dst)
+    if src_dtype != "int64":
+        ts, ds = torch.tensor(src, requires_grad=True), dj.tensor(src, requires_grad=True)
+        for lib, s in ((torch, ts), (dj, ds)):
+            out = lib.ones(shape)
+            out.copy_(s * 2)
+            (out * lib.arange(out.numel()).reshape(shape)).sum().backward()
+        assert_close(ds.grad, ts.grad)
+
+
+def test_copy_raises_as_pytorch_for_shapes_that_do_not_broadcast():
+    for src in ((4,), (3, 3), (2, 2, 3)):
+        with pytest.raises(RuntimeError) as want:
+            torch.zeros(2, 3).copy_(torch.ones(src))
+        with pytest.raises(RuntimeError) as got:
+            dj.zeros(2, 3).copy_(dj.ones(src))
+        assert str(got.value).split(" (shapes")[0] == str(want.value)
+    with pytest.raises(TypeError, match="must be Tensor, not list"):
+        dj.zeros(2).copy_([1.0, 2.0])

@@ -379,3 +379,15 @@ def fill_(self: Tensor, value) -> Tensor:
 @method()
 def zero_(self: Tensor) -> Tensor:
     return fill_(self, 0)
+
+
+@method()
+def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """Write ``src`` (broadcast to this shape, cast to this dtype) into this tensor; gradients flow to
+    ``src``, none to the overwritten value."""
+    from .elementwise import broadcast_error
+    from .views import write
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not {type(src).__name__}")
+    broadcast_error(None, self, src)   # raises PyTorch's error where the shapes cannot broadcast
+    return write(self, src.to(self.dtype))
