@@ -1,5 +1,5 @@
-"""Training-step time, side by side in one process: dynajax eager, dynajax.compile, hand-written jax.jit,
-PyTorch eager, on three workloads:
+"""Training-step time, side by side in one process: dynajax eager, dynajax.compile (default, and with
+``speculate=True``), hand-written jax.jit, PyTorch eager, on four workloads:
 
 - MLP 784-512-512-10, batch 128, Adam, cross-entropy;
 - CNN on 28x28x1, batch 64: conv 1->16 3x3 + BatchNorm2d + ReLU + MaxPool2d(2), conv 16->32 3x3 + ReLU +
@@ -72,7 +72,7 @@ def _stateful(step, state, *args):
     return run
 
 
-def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool):
+def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool, speculate=None):
     """(runner returning the loss's jax array, the step function) for one dynajax training step."""
     def step(x, y):
         opt.zero_grad()
@@ -80,7 +80,7 @@ def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool):
         loss.backward()
         opt.step()
         return loss
-    fn = dj.compile(step, donate=donate) if compiled else step
+    fn = dj.compile(step, donate=donate, speculate=speculate) if compiled else step
     x, y = dj.tensor(x), dj.tensor(y)
     return (lambda: fn(x, y)._value), fn
 
@@ -104,12 +104,12 @@ def _data():
     return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, SIZES[-1], BATCH)
 
 
-def dynajax_step(compiled: bool, donate: bool = True):
+def dynajax_step(compiled: bool, donate: bool = True, speculate=None):
     """MLP step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-    return _dynajax_runner(model, opt, F.cross_entropy, *_data(), compiled, donate)
+    return _dynajax_runner(model, opt, F.cross_entropy, *_data(), compiled, donate, speculate)
 
 
 def jax_step():
@@ -164,13 +164,13 @@ def _cnn_layers(ns):
                          ns.Flatten(), ns.Linear(32 * 7 * 7, 10))
 
 
-def cnn_dynajax_step(compiled: bool, donate: bool = True):
+def cnn_dynajax_step(compiled: bool, donate: bool = True, speculate=None):
     """CNN step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = _cnn_layers(nn)
     model.train()
     opt = dj.optim.SGD(model.parameters(), lr=CNN_LR, momentum=CNN_MOMENTUM)
-    return _dynajax_runner(model, opt, F.cross_entropy, *_cnn_data(), compiled, donate)
+    return _dynajax_runner(model, opt, F.cross_entropy, *_cnn_data(), compiled, donate, speculate)
 
 
 def cnn_jax_step():
@@ -252,12 +252,12 @@ def _lm_loss(f):
     return lambda logits, y: f.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
 
 
-def lstm_dynajax_step(compiled: bool, donate: bool = True):
+def lstm_dynajax_step(compiled: bool, donate: bool = True, speculate=None):
     """LSTM LM step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = _lm_model(nn)
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate)
+    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate, speculate)
 
 
 def _lm_jax_runner(params, loss_fn):
@@ -326,12 +326,12 @@ def _cell_lm(ns, lib):
     return CellLM()
 
 
-def cell_dynajax_step(compiled: bool, donate: bool = True):
+def cell_dynajax_step(compiled: bool, donate: bool = True, speculate=None):
     """GRUCell-loop LM step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = _cell_lm(nn, dj)
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate)
+    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate, speculate)
 
 
 def cell_jax_step():
@@ -372,7 +372,7 @@ class Workload(NamedTuple):
 
     key: str
     title: str
-    dynajax: Callable      # (compiled, donate) -> (runner, step fn)
+    dynajax: Callable      # (compiled, donate, speculate=None) -> (runner, step fn)
     jax: Callable          # () -> runner
     torch: Callable        # () -> runner; ImportError without torch
     eager_div: int = 3     # dynajax eager runs steps // eager_div steps a round (it is the slow one)
@@ -388,6 +388,7 @@ WORKLOADS = [
              "seq 35, Adam", cell_dynajax_step, cell_jax_step, cell_torch_step, eager_div=6),
 ]
 NAMES = {"dynajax_eager": "dynajax eager", "dynajax_compiled": "dynajax compiled",
+         "dynajax_speculative": "dynajax compiled, speculate=True",
          "jax": "jax.jit (hand-written)", "torch": "PyTorch eager"}
 
 
@@ -422,6 +423,7 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
     jax_block(comp_run())
     first_call, build = time.perf_counter() - t1, t1 - t0
     contenders["dynajax_compiled"] = (comp_run, jax_block)
+    contenders["dynajax_speculative"] = (w.dynajax(True, donate, True)[0], jax_block)
     contenders["jax"] = (w.jax(), jax_block)
     contenders["dynajax_eager"] = (w.dynajax(False, donate)[0], jax_block)
     try:
@@ -469,6 +471,12 @@ def run(steps: int = 10, rounds: int = 5, donate: bool = True, only=None) -> lis
                               f"{r['capture_us_per_op']:.1f} us/op averaged over {r['recorded_ops']} recorded ops "
                               "(mostly fixed per-call work; op_overhead.py measures one more op); "
                               f"{r['graph_breaks_per_step']:.1f} graph breaks/step; {rounds} rounds x {steps} steps"})
+        rows.append({"workload": w.title + " (speculate=True: the executable runs while Python records)",
+                     "unit": "ms/step", "dynajax_eager": None, "dynajax_compiled": r["ms"]["dynajax_speculative"],
+                     "jax": r["ms"]["jax"], "torch": r["ms"].get("torch"),
+                     "notes": "dynajax.compile(speculate=True): each call dispatches the last call's executable "
+                              "before its capture and keeps the results when the capture matches; the default "
+                              "(speculate=None) turns this on once the idle capture time pays for the extra compile"})
         p = r["pipelined_ms"]
         rows.append({"workload": w.title + " (throughput: steps back to back, one wait at the end)",
                      "unit": "ms/step", "dynajax_eager": p["dynajax_eager"], "dynajax_compiled": p["dynajax_compiled"],

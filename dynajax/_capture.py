@@ -118,6 +118,7 @@ class Capture:
         self.in_vars: list = []         # var index of each input
         self.in_avals: list = []        # (shape, dtype) of each input
         self.in_of: dict = {}           # id(array) -> position in inputs
+        self.in_src: list = []          # where each input came from: a Tensor's array, a Generator's key, or None
         self.eqns: list = []            # (fn, params, refs, out var indices)
         self.keys: list = []            # structural key of each eqn
         self.scalars: list = []         # Python scalars passed to ops (executable inputs too)
@@ -125,6 +126,7 @@ class Capture:
         self.adopted: list = []         # (tensor, old array, old grad, Sym given | None)
         self.gens: list = []            # (generator, old key, Sym given | None)
         self.born: list = []            # weakrefs to tensors created while capturing
+        self.born_ids: set = set()      # and their ids (a tensor alive before the step has none of them)
         self.by_array: dict = {}        # dual: id(array) -> (array, var)
         self.known: dict = {}           # var -> concrete array (graph breaks)
         self.prod: dict = {}            # first output var of an eqn -> its position in eqns
@@ -141,10 +143,11 @@ class Capture:
         born = self.born
         orig_init = _tensor._init
 
-        ref, note = weakref.ref, born.append
+        ref, note, note_id = weakref.ref, born.append, self.born_ids.add
 
         def _init(t, value, requires_grad=False, grad_fn=None, idx=0, vc=None):
             note(ref(t))
+            note_id(id(t))
             return orig_init(t, value, requires_grad, grad_fn, idx, vc)
         self._saved = (orig_init, random._sample, random.Generator.next_key, views._run_chain,
                        views.view_scatter.impl, views.assign, views.refresh)
@@ -188,8 +191,9 @@ class Capture:
         self.nvars += 1
         return self.nvars - 1
 
-    def _input(self, arr) -> int:
-        """Var of array ``arr`` as a new executable input.
+    def _input(self, arr, src=None) -> int:
+        """Var of array ``arr`` (the array of Tensor ``src`` or the key of Generator ``src``; None: neither)
+        as a new executable input.
 
         Two tensors sharing one array are two inputs: whether arrays are shared changes from step to
         step (an output written to two tensors), and the graph should not (dual mode maps arrays to
@@ -199,6 +203,7 @@ class Capture:
             pos = len(self.inputs)
             self.in_of.setdefault(id(arr), pos)
             self.inputs.append(arr)
+            self.in_src.append(src)
             self.in_vars.append(self._new_var())
             self.in_avals.append((tuple(arr.shape), np.dtype(arr.dtype)))
             if self.dual:
@@ -208,7 +213,7 @@ class Capture:
     def _adopt(self, t: Tensor) -> Sym:
         """Make the array of tensor ``t`` (created before the step) an input; ``t`` holds its Sym meanwhile."""
         arr = t._value
-        var = self._input(arr)
+        var = self._input(arr, t)
         s = Sym(tuple(arr.shape), np.dtype(arr.dtype), var)
         self.adopted.append((t, arr, t.grad, s))
         t._value = s
@@ -225,7 +230,7 @@ class Capture:
             hit = self.by_array.get(id(v))
             if hit is None:
                 self.adopted.append((t, v, t.grad, None))
-                return Sym(tuple(v.shape), np.dtype(v.dtype), self._input(v))
+                return Sym(tuple(v.shape), np.dtype(v.dtype), self._input(v, t))
             return Sym(tuple(v.shape), np.dtype(v.dtype), hit[1])
         return self._adopt(t)
 
@@ -368,10 +373,10 @@ class Capture:
             return _orig_next_key(gen)
         if not any(g is gen for g, _, _ in self.gens):
             if self.dual:
-                self._input(k)
+                self._input(k, gen)
                 self.gens.append((gen, k, None))
             else:
-                s = Sym(tuple(k.shape), np.dtype(k.dtype), self._input(k))
+                s = Sym(tuple(k.shape), np.dtype(k.dtype), self._input(k, gen))
                 self.gens.append((gen, k, s))
                 gen._key = k = s
         if self.dual:

@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _bucketing, _compile_cache, _rolling
+from ._speculate import Speculator
 from ._capture import Capture, Sym, run_graph
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
@@ -70,6 +71,8 @@ class CompileStats:
     compiled_ops: int = 0         # ops in the last compiled graph, after rolling
     bucket_hits: int = 0          # calls padded to a bucket (``dynamic=``) that reused an executable
     bucket_reuses: int = 0        # of those, calls run in a larger bucket than their own, which had none yet
+    speculated: int = 0           # calls whose results came from the executable dispatched before capture
+    speculation_misses: int = 0   # calls whose speculative run was dropped (another graph, inputs or numbers)
     recompile_reasons: list = field(default_factory=list)
 
 
@@ -83,7 +86,8 @@ class Compiled:
     """A step function compiled by :func:`compile`; call it like the original."""
 
     def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool,
-                 mesh=None, data_axis: str = "data", param_sharding: str | None = None, roll: bool = True) -> None:
+                 mesh=None, data_axis: str = "data", param_sharding: str | None = None, roll: bool = True,
+                 speculate: bool | None = None) -> None:
         self.fn = fn
         self.roll = roll
         self.last_loops: list = []   # the rolled loops of the last compile (``_rolling.Loop``)
@@ -97,6 +101,8 @@ class Compiled:
         self._warned = False
         self._names: dict | None = None
         self.layout = _sharded_layout(mesh, data_axis, param_sharding, verify, cache_size)
+        self._made: collections.OrderedDict = collections.OrderedDict()   # key -> (traced fn, jit placement, secs)
+        self._speculator = Speculator(False if (verify or self.layout is not None) else speculate, cache_size)
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------ calling
@@ -114,6 +120,10 @@ class Compiled:
         st = self.stats
         st.calls += 1
         t0 = time.perf_counter()
+        spec = self._speculator
+        idle = spec.begin(t0)
+        ahead = spec.dispatch(args, kwargs, _split_donated) if spec.next is not None else None
+        t1 = time.perf_counter()
         cap = Capture(self, dual=self.verify)
         try:
             with cap:
@@ -125,8 +135,20 @@ class Compiled:
             raise
         st.graph_breaks += cap.breaks
         st.recorded_ops = len(cap.eqns)
+        secs = time.perf_counter() - t1
         st.capture_time += time.perf_counter() - t0
         exe = self._cache.get(plan.key)
+        if ahead is not None:
+            outs = spec.settle(ahead, exe, cap)
+            ahead = None   # dropped: a miss may donate the arrays it read
+            if outs is not None:
+                st.speculated += 1
+                st.cache_hits += 1
+                self._cache.move_to_end(plan.key)
+                _write_back(plan, cap, outs)
+                self._plan_next(plan, cap, exe, args, kwargs, secs, idle, outs, True)
+                return result
+            st.speculation_misses += 1
         first = False
         if exe is not None:
             st.cache_hits += 1
@@ -134,6 +156,7 @@ class Compiled:
             if self.verify:
                 return result   # this graph was checked before; the step already ran eagerly
         else:
+            compiled_before = st.compile_time
             exe = self._compile(plan, cap, args)
             first = True
         if self.verify:
@@ -152,8 +175,18 @@ class Compiled:
             raise
         if first:
             _first_call_done(st)
+            made = self._made.get(plan.key)
+            if made is not None:
+                self._made[plan.key] = made[:2] + (st.compile_time - compiled_before,)
         _write_back(plan, cap, outs)
+        self._plan_next(plan, cap, exe, args, kwargs, secs, idle, outs, False)
         return result
+
+    def _plan_next(self, plan, cap, exe, args, kwargs, secs, idle, outs, speculated) -> None:
+        made = self._made.get(plan.key)
+        if made is not None:
+            self._speculator.plan_next(plan, cap, exe, made[0], made[1], args, kwargs, secs, made[2], idle, outs,
+                                 speculated)
 
     def _compile(self, plan: _Plan, cap: Capture, args):
         st = self.stats
@@ -182,6 +215,7 @@ class Compiled:
         # compile every executable twice
         placed = {} if self.layout is not None else {"in_shardings": _placement(cap)}
         exe = jax.jit(run, donate_argnums=(0,) if donate else (), **placed)
+        lru_put(self._made, plan.key, (run, placed, None), self.cache_size)
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
         st.compile_time -= t0
@@ -309,6 +343,8 @@ class Compiled:
         """Drop every cached executable."""
         self._cache.clear()
         self._prefix.clear()
+        self._made.clear()
+        self._speculator.forget()
 
     def __repr__(self) -> str:
         return f"<dynajax.compile of {getattr(self.fn, '__name__', self.fn)!r}: {len(self._cache)} executables>"
@@ -349,7 +385,7 @@ def _placement(cap: Capture):
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
             donate: bool = True, roll: bool = True, dynamic: dict | None = None, pad: dict | None = None,
-            mesh=None, data_axis: str = "data", param_sharding: str | None = None):
+            mesh=None, data_axis: str = "data", param_sharding: str | None = None, speculate: bool | None = None):
     """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
 
     The step keeps eager semantics: any Python control flow, ``.item()`` reads
@@ -367,6 +403,11 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     A length whose bucket has no executable yet runs in a larger bucket that has
     one, until the time its extra padding costs adds up to a compile
     (``stats.bucket_reuses`` counts those calls).
+    ``speculate``: where a key repeats, dispatch its executable on the arrays the last call's inputs
+    hold now before recording the call, and keep its results if the recording matches (``_speculate``):
+    capture then overlaps the executable where the caller waits for every step. None (default): once
+    the capture time the device sat idle through adds up to a compile of the non-donating twin this
+    needs; True: from a key's second call; False: never.
     ``mesh`` (a ``dynajax.distributed.Mesh``) runs the step on all its devices: tensor arguments are split
     along dim 0 over ``data_axis``, state is replicated (``param_sharding="fsdp"``: sharded); see
     ``dynajax.distributed``.
@@ -379,10 +420,11 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     sharding = dict(mesh=mesh, data_axis=data_axis, param_sharding=param_sharding)
     if fn is None:
         return lambda f: compile(f, verify=verify, cache_size=cache_size, recompile_limit=recompile_limit,
-                                 donate=donate, roll=roll, dynamic=dynamic, pad=pad, **sharding)
+                                 donate=donate, roll=roll, dynamic=dynamic, pad=pad, speculate=speculate, **sharding)
     if dynamic:
-        return _Bucketed(fn, dynamic, pad or {}, verify, cache_size, recompile_limit, donate, roll=roll, **sharding)
-    return Compiled(fn, verify, cache_size, recompile_limit, donate, roll=roll, **sharding)
+        return _Bucketed(fn, dynamic, pad or {}, verify, cache_size, recompile_limit, donate, roll=roll,
+                         speculate=speculate, **sharding)
+    return Compiled(fn, verify, cache_size, recompile_limit, donate, roll=roll, speculate=speculate, **sharding)
 
 
 class _Bucketed(Compiled):

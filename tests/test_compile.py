@@ -325,20 +325,21 @@ def test_print_inside_step(capsys):
     assert f.stats.graph_breaks == 1
 
 
-def _train_steps(make_model, make_opt, batches, loss_fn, compiled: bool):
+def _train_steps(make_model, make_opt, batches, loss_fn, compiled: bool, **kw):
     """Losses and final parameters (and buffers) of training on ``batches`` from seed 3."""
     dj.manual_seed(3)
     model = make_model()
     opt = make_opt(model.parameters())
     step = train_step(model, opt, loss_fn)
     if compiled:
-        step = dj.compile(step)
+        step = dj.compile(step, **kw)
     dj.manual_seed(4)   # the dropout stream starts at the same place in both runs
     losses = [step(dj.tensor(x), dj.tensor(y)).item() for x, y in batches]
     return losses, [t.detach().numpy() for t in list(model.parameters()) + list(model.buffers())], step
 
 
-def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager():
+@pytest.mark.parametrize("speculate", [None, True])
+def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager(speculate):
     def make():
         return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.25),
@@ -348,13 +349,17 @@ def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager():
     def make_opt(ps):
         return optim.SGD(ps, lr=0.05, momentum=0.9)
     eager = _train_steps(make, make_opt, batches, F.cross_entropy, False)
-    comp = _train_steps(make, make_opt, batches, F.cross_entropy, True)
+    comp = _train_steps(make, make_opt, batches, F.cross_entropy, True, speculate=speculate)
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
     assert comp[2].stats.compiles == 1 and comp[2].stats.graph_breaks == 0   # momentum buffers made before step 1
+    # speculate=True: from the third call on, each call's results come from the run dispatched before its
+    # capture (the RNG key, BatchNorm's in-place buffers and the momentum buffers found again each call)
+    assert comp[2].stats.speculated == (18 if speculate else 0) and comp[2].stats.speculation_misses == 0
     assert eager[0][-1] < eager[0][0]
 
 
-def test_lstm_language_model_20_steps_match_eager():
+@pytest.mark.parametrize("speculate", [None, True])
+def test_lstm_language_model_20_steps_match_eager(speculate):
     class LM(nn.Module):
         def __init__(self):
             super().__init__()
@@ -370,9 +375,10 @@ def test_lstm_language_model_20_steps_match_eager():
     def make_opt(ps):
         return optim.Adam(ps, lr=0.02)
     eager = _train_steps(LM, make_opt, batches, loss_fn, False)
-    comp = _train_steps(LM, make_opt, batches, loss_fn, True)
+    comp = _train_steps(LM, make_opt, batches, loss_fn, True, speculate=speculate)
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
     assert comp[2].stats.compiles == 1 and comp[2].stats.cache_hits == 19
+    assert comp[2].stats.speculated == (18 if speculate else 0)
     assert eager[0][-1] < eager[0][0]
 
 
@@ -594,3 +600,87 @@ def test_linear_of_an_embedding_lookup_matches_eager(case):
     for p, q in zip(params, eager_params):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert any(fired) == (case in ("gru", "lstm_batch_first", "linear"))
+
+
+def _changing_run(compiled: bool, **kw):
+    """Ten SGD steps with changes between calls that a run dispatched before capture cannot foresee:
+    a new learning rate, a Python branch, a parameter given a new array, a new batch size."""
+    dj.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y, extra):
+        opt.zero_grad()
+        h = model(x)
+        if extra:
+            h = h * 2.0
+        loss = F.cross_entropy(h, y)
+        loss.backward()
+        opt.step()
+        return loss
+    if compiled:
+        step = dj.compile(step, **kw)
+    losses = []
+    for i in range(10):
+        if i == 4:
+            opt.param_groups[0]["lr"] = 0.05
+        if i == 3:
+            with dj.no_grad():
+                model[0].bias.copy_(dj.zeros(16))
+        n = 6 if i == 8 else 8
+        losses.append(step(dj.tensor(X[:n]), dj.tensor(Y[:n]), i == 5).item())
+    return losses, [p.detach().numpy() for p in model.parameters()], step
+
+
+def test_speculation_drops_runs_whose_graph_numbers_or_inputs_changed():
+    eager = _changing_run(False)
+    comp = _changing_run(True, speculate=True)
+    _assert_same(eager, comp)
+    st = comp[2].stats
+    # calls 2 and 3 (on the bias array given between calls, read at the call's start) kept their runs;
+    # calls 4 (new lr), 5 (another graph) and 8 (another batch size) dropped theirs; calls 6 and 7 follow a
+    # key change and did not speculate
+    assert st.speculated == 2 and st.speculation_misses == 3, (st.speculated, st.speculation_misses)
+
+
+def test_an_exception_after_a_speculative_dispatch_leaves_state_unchanged():
+    w = nn.Parameter(dj.tensor([1.0, 2.0]))
+    opt = optim.SGD([w], lr=0.5)
+
+    @dj.compile(speculate=True)
+    def f(x, fail):
+        opt.zero_grad()
+        loss = (w * x).sum()
+        loss.backward()
+        opt.step()
+        if fail:
+            raise KeyError("boom")
+        return loss
+    x = dj.tensor([1.0, 3.0])
+    for _ in range(3):
+        f(x, False)
+    before = w.detach().numpy().copy()
+    with pytest.raises(KeyError, match="boom"):
+        f(x, True)   # dispatched before capture, then dropped
+    np.testing.assert_array_equal(w.detach().numpy(), before)
+    f(x, False)
+    np.testing.assert_allclose(w.detach().numpy(), before - 0.5 * np.float32([1.0, 3.0]))
+    assert f.stats.speculated == 1   # the third call; the one after the exception records before it dispatches
+
+
+def test_default_speculation_buys_the_twin_then_keeps_what_its_trial_measured(monkeypatch):
+    import dynajax._speculate as sp
+    monkeypatch.setattr(sp, "TRIAL", 3)
+    eager = _train(_mlp(), lambda ps: optim.Adam(ps, lr=0.01), F.cross_entropy, dj.tensor(Y), False, steps=16)
+    model = _mlp()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    step = dj.compile(train_step(model, opt, F.cross_entropy))
+    x, y = dj.tensor(X), dj.tensor(Y)
+    losses = [step(x, y).item()]
+    (key, made), = step._made.items()
+    step._made[key] = made[:2] + (0.0,)   # a free twin: the capture time saved up pays for it at once
+    losses += [step(x, y).item() for _ in range(15)]
+    _assert_same(eager, (losses, [p.detach().numpy() for p in model.parameters()]))
+    ks = step._speculator.keys[key]
+    assert ks.verdict is not None and len(ks.times[0]) >= 3 and len(ks.times[1]) >= 3
+    assert step.stats.speculated >= 4 and step.stats.speculation_misses == 0

@@ -1,0 +1,230 @@
+"""Speculative runs for ``dynajax.compile``: overlap a call's capture with its executable.
+
+A compiled call must run the step's Python (capture) before it knows which
+executable to run on which arrays, so where the caller waits for each step
+(``loss.item()`` every step) the device sits idle while Python records. Most
+steps repeat the graph of the call before: the same executable reads the same
+tensors' current arrays. So when a key has repeated, the next call first
+dispatches that executable (a non-donating twin of it: a miss must leave every
+input intact) on the arrays those tensors hold now, then records as usual. If
+the recording selects the same executable and read exactly those arrays (by
+identity) and the same Python numbers, the dispatched results are the call's
+results -- the same executable on the same inputs -- and are written back;
+otherwise they are dropped and the call runs as without speculation.
+
+The twin costs one more XLA compile per key, bought like a ski rental: once
+the capture time the device sat idle through on calls of that key adds up to
+the key's compile time (``speculate=None``), at the key's second call
+(``speculate=True``), or never (``False``). A key whose inputs keep changing
+under it (a learning rate changed every step, grads accumulated across steps)
+stops speculating after a few misses.
+"""
+from __future__ import annotations
+
+import collections
+import statistics
+import weakref
+
+import jax
+
+from ._tensor import Tensor
+
+MISSES_ALLOWED = 2       # misses a key may have, plus one per HITS_PER_MISS hits, before it stops speculating
+HITS_PER_MISS = 16
+TRIAL = 8                # calls of each kind, alternated, that decide whether speculating pays (``None``)
+
+
+class _Prediction:
+    __slots__ = ("key", "base", "exe", "src", "scalars", "donate")
+
+
+class _KeyState:
+    """Speculation for one key: its twin, what buying it has saved up, its hits and misses, and the trial."""
+
+    __slots__ = ("twin", "idle", "hits", "misses", "times", "verdict")
+
+    def __init__(self) -> None:
+        self.twin = None
+        self.idle = 0.0            # capture seconds the device sat idle through
+        self.hits = self.misses = 0
+        self.times = ([], [])      # call-to-call seconds of plain and of speculated calls, while the trial runs
+        self.verdict = None        # speculating pays: None (not known yet), True, False
+
+
+class Speculator:
+    """The speculation state of one compiled function."""
+
+    def __init__(self, mode, cache_size: int) -> None:
+        self.mode = mode
+        self.cache_size = cache_size
+        self.keys: collections.OrderedDict = collections.OrderedDict()   # key -> _KeyState
+        self.next: _Prediction | None = None
+        self.last_key = None
+        self.streak = 0
+        self.last_out = None       # an output of the last call: ready at the next call's start = device idle
+        self.last_start = 0.0
+        self.last_arm = None       # the last call's kind in a trial: 0 plain, 1 speculated (None: not timed)
+
+    # ------------------------------------------------------------ at the start of a call
+    def begin(self, now: float) -> bool:
+        """At a call's start: whether the device is idle (the last call's executable has finished); notes the
+        last call's time (to this start) if it was part of a trial."""
+        out, self.last_out = self.last_out, None
+        try:
+            idle = out is None or out.is_ready()
+        except Exception:   # deleted since
+            idle = True
+        arm, self.last_arm = self.last_arm, None
+        if arm is not None:
+            ks = self.keys.get(self.last_key)
+            if ks is not None and ks.verdict is None:
+                ks.times[arm].append(now - self.last_start)
+        self.last_start = now
+        return idle
+
+    def dispatch(self, args, kwargs, split):
+        """Run the predicted executable on the arrays its inputs' tensors hold now: (prediction, arrays,
+        outputs) or None."""
+        p, self.next = self.next, None
+        leaves = None
+        vals = []
+        for kind, ref in p.src:
+            if kind == "a":
+                if leaves is None:
+                    leaves = tensor_leaves((args, kwargs))
+                obj = leaves[ref] if ref < len(leaves) else None
+            else:
+                obj = ref()
+            if kind == "g":
+                v = getattr(obj, "_key", None)
+            else:
+                v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
+            if not isinstance(v, jax.Array):
+                return None
+            vals.append(v)
+        try:
+            outs = p.exe(*split(vals, p.donate), p.scalars)
+        except Exception:   # whatever it was, the recorded call will meet it (or not) and say so
+            return None
+        return p, vals, outs
+
+    # ------------------------------------------------------------ after the recording
+    def settle(self, spec, exe, cap):
+        """The speculative outputs if the recorded call is the predicted one (executable ``exe``, same input
+        arrays and Python numbers), else None (after waiting for the speculative run, whose inputs the
+        call may now donate)."""
+        p, vals, outs = spec
+        ks = self.keys[p.key]
+        if (exe is p.base and len(vals) == len(cap.inputs) and all(a is b for a, b in zip(vals, cap.inputs))
+                and same_scalars(cap.scalars, p.scalars)):
+            ks.hits += 1
+            if ks.hits > 1:   # the first ran the twin's compile
+                self.last_arm = 1
+            return outs
+        if exe is p.base:
+            ks.misses += 1
+        jax.block_until_ready(outs)
+        return None
+
+    def plan_next(self, plan, cap, exe, run, placed, args, kwargs, capture_secs: float, compile_secs, idle: bool,
+                  outs, speculated: bool) -> None:
+        """Decide whether the next call speculates, building the key's twin when it is worth one."""
+        key = plan.key
+        self.streak = self.streak + 1 if key == self.last_key else 1
+        self.last_key = key
+        if outs:
+            self.last_out = outs[0]
+        if self.mode is False or cap.breaks or self.streak < 2:
+            return
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = _KeyState()
+            if len(self.keys) > self.cache_size:
+                self.keys.popitem(last=False)
+        else:
+            self.keys.move_to_end(key)
+        if ks.verdict is False or ks.misses > MISSES_ALLOWED + ks.hits // HITS_PER_MISS:
+            return
+        if ks.twin is None:
+            if self.mode is None:
+                if idle:
+                    ks.idle += capture_secs
+                if compile_secs is None or ks.idle < compile_secs:
+                    return
+            else:
+                ks.verdict = True
+            # an executable donating nothing is its own twin; else a non-donating one compiles at its first run
+            ks.twin = jax.jit(run, **placed) if plan.donate else exe
+        if ks.verdict is None:
+            plain, spec = ks.times
+            if len(plain) >= TRIAL and len(spec) >= TRIAL:
+                ks.verdict = statistics.median(spec) < statistics.median(plain)
+                if not ks.verdict:
+                    ks.twin = None
+                    return
+            elif speculated:   # the trial alternates plain and speculated calls
+                return
+            else:
+                self.last_arm = 0
+        src = sources(cap, args, kwargs)
+        if src is None:
+            return
+        p = _Prediction()
+        p.key, p.base, p.exe, p.src, p.scalars, p.donate = key, exe, ks.twin, src, list(cap.scalars), plan.donate
+        self.next = p
+
+    def forget(self) -> None:
+        self.keys.clear()
+        self.next = None
+
+
+def sources(cap, args, kwargs):
+    """How the next call finds each input of this one: ("a", i) the i-th tensor among the call's
+    arguments, ("t", ref) a tensor, ("g", ref) a generator's key (weak references); None if some input
+    has no such source (a raw array). An input first read through a tensor the step made (an in-place
+    op's temporary alias) is found through a tensor that existed before the step and held that array."""
+    pos = {id(t): i for i, t in enumerate(tensor_leaves((args, kwargs)))}
+    src = []
+    owners = None
+    for k, obj in enumerate(cap.in_src):
+        if id(obj) in cap.born_ids:
+            if owners is None:
+                owners = {}
+                for t, arr, _, _ in cap.adopted:
+                    if id(t) not in cap.born_ids:
+                        owners.setdefault(id(arr), t)
+            obj = owners.get(id(cap.inputs[k]))
+        if obj is None:
+            return None
+        i = pos.get(id(obj))
+        if i is not None:
+            src.append(("a", i))
+        else:
+            src.append(("t" if isinstance(obj, Tensor) else "g", weakref.ref(obj)))
+    return src
+
+
+def tensor_leaves(obj, out=None) -> list:
+    """The Tensors in nested tuples, lists and dicts (values), in order."""
+    if out is None:
+        out = []
+    if isinstance(obj, Tensor):
+        out.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for x in obj:
+            tensor_leaves(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            tensor_leaves(x, out)
+    return out
+
+
+def same_scalars(a: list, b: list) -> bool:
+    """The same Python numbers, types and signs of zero included (NaN never matches: a miss is safe)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is not type(y) or x != y or (not x and str(x) != str(y)):
+            return False
+    return True
+
