@@ -490,10 +490,10 @@ def report(w: Workload, r: dict, steps: int, rounds: int, donate: bool) -> None:
     ms = r["ms"]
     ref, tref = ms["jax"], ms.get("torch")
     print(f"{w.title}; median of {rounds} rounds x {steps} steps (donate={donate})")
-    print(f"  {'':24s}{'ms/step':>10s}{'vs jax.jit':>12s}{'vs torch':>10s}{'steps/s':>10s}")
+    print(f"  {'':32s}{'ms/step':>10s}{'vs jax.jit':>12s}{'vs torch':>10s}{'steps/s':>10s}")
     for k, m in ms.items():
         vt = f"{m / tref:9.2f}x" if tref else f"{'-':>10s}"
-        print(f"{NAMES[k]:26s}{m:10.3f}{m / ref:11.2f}x{vt}{1e3 / m:10.1f}")
+        print(f"{NAMES[k]:34s}{m:10.3f}{m / ref:11.2f}x{vt}{1e3 / m:10.1f}")
     p = r["pipelined_ms"]
     print(f"  throughput, {steps} steps back to back and one wait (ms/step): " + ", ".join(
         f"{NAMES[k]} {m:.3f} ({m / p['jax']:.2f}x jax" + (f", {m / p['torch']:.2f}x torch)" if p.get("torch") else ")")

@@ -10,7 +10,10 @@ input intact) on the arrays those tensors hold now, then records as usual. If
 the recording selects the same executable and read exactly those arrays (by
 identity) and the same Python numbers, the dispatched results are the call's
 results -- the same executable on the same inputs -- and are written back;
-otherwise they are dropped and the call runs as without speculation.
+otherwise they are dropped and the call runs as without speculation. A call
+speculates only if the last call's executable has finished when it starts:
+behind a running step (a loop that does not wait for every step) its capture
+overlaps that step anyway.
 
 The twin costs one more XLA compile per key, bought like a ski rental: once
 the capture time the device sat idle through on calls of that key adds up to

@@ -122,7 +122,8 @@ class Compiled:
         t0 = time.perf_counter()
         spec = self._speculator
         idle = spec.begin(t0)
-        ahead = spec.dispatch(args, kwargs, _split_donated) if spec.next is not None else None
+        # only onto an idle device: behind a running step, this call's capture overlaps that step anyway
+        ahead = spec.dispatch(args, kwargs, _split_donated) if spec.next is not None and idle else None
         t1 = time.perf_counter()
         cap = Capture(self, dual=self.verify)
         try:
