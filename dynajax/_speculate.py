@@ -121,7 +121,7 @@ class Speculator:
         if (exe is p.base and len(vals) == len(cap.inputs) and all(a is b for a, b in zip(vals, cap.inputs))
                 and same_scalars(cap.scalars, p.scalars)):
             ks.hits += 1
-            if ks.hits > 1:   # the first ran the twin's compile
+            if ks.verdict is None and ks.hits > 1:   # a trial call (the first ran the twin's compile)
                 self.last_arm = 1
             return outs
         if exe is p.base:
