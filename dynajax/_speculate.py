@@ -18,9 +18,13 @@ overlaps that step anyway.
 The twin costs one more XLA compile per key, bought like a ski rental: once
 the capture time the device sat idle through on calls of that key adds up to
 the key's compile time (``speculate=None``), at the key's second call
-(``speculate=True``), or never (``False``). A key whose inputs keep changing
-under it (a learning rate changed every step, grads accumulated across steps)
-stops speculating after a few misses.
+(``speculate=True``), or never (``False``). Speculating is not always faster:
+on a machine with few cores the recording competes with the executable's
+threads. So under ``None`` a bought twin runs a trial first, alternating
+plain and speculated calls, and the key keeps speculating only if the median
+time from one call's start to the next was shorter speculated. A key whose
+inputs keep changing under it (a learning rate changed every step, grads
+accumulated across steps) stops speculating after a few misses.
 """
 from __future__ import annotations
 
@@ -149,12 +153,12 @@ class Speculator:
         if ks.verdict is False or ks.misses > MISSES_ALLOWED + ks.hits // HITS_PER_MISS:
             return
         if ks.twin is None:
-            if self.mode is None:
+            if self.mode is None and plan.donate:   # (an executable donating nothing is a free twin)
                 if idle:
                     ks.idle += capture_secs
                 if compile_secs is None or ks.idle < compile_secs:
                     return
-            else:
+            elif self.mode is True:
                 ks.verdict = True
             # an executable donating nothing is its own twin; else a non-donating one compiles at its first run
             ks.twin = jax.jit(run, **placed) if plan.donate else exe

@@ -684,3 +684,18 @@ def test_default_speculation_buys_the_twin_then_keeps_what_its_trial_measured(mo
     ks = step._speculator.keys[key]
     assert ks.verdict is not None and len(ks.times[0]) >= 3 and len(ks.times[1]) >= 3
     assert step.stats.speculated >= 4 and step.stats.speculation_misses == 0
+
+
+def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatch):
+    import dynajax._speculate as sp
+    monkeypatch.setattr(sp, "TRIAL", 2)
+    eager = _train(_mlp(), lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), F.mse_loss,
+                   dj.tensor(np.eye(3, dtype=np.float32)[Y]), False, steps=12)
+    n0 = xla_compiles()
+    comp = _train(_mlp(), lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), F.mse_loss,
+                  dj.tensor(np.eye(3, dtype=np.float32)[Y]), True, steps=12, donate=False)
+    _assert_same(eager, comp)
+    ks, = comp[2]._speculator.keys.values()
+    assert ks.twin is next(iter(comp[2]._cache.values()))   # no twin to buy: the trial starts at once
+    assert xla_compiles() - n0 == 1 and ks.verdict is not None
+    assert comp[2].stats.speculated >= 2
