@@ -28,6 +28,11 @@ the cotangents each custom ``autograd.Function`` backward receives back through
 ``jax.vjp`` of the ops its forward recorded (engine 2) and raises, naming the
 Function, where the hand-written backward disagrees (``_vjpcheck``); registry
 ops' rules are checked against ``jax.vjp`` by the op-table tests.
+
+``speculate`` (``_speculate``): where the caller waits for every step, a call
+whose key repeats can dispatch the last call's executable before recording,
+on the arrays its input tensors hold at that moment, and keep the results if
+the recording then selects that executable with exactly those inputs.
 """
 from __future__ import annotations
 
@@ -184,10 +189,11 @@ class Compiled:
         return result
 
     def _plan_next(self, plan, cap, exe, args, kwargs, secs, idle, outs, speculated) -> None:
-        made = self._made.get(plan.key)
+        """Let the speculator decide whether the next call dispatches ``exe`` (or its twin) before recording."""
+        made = self._made.get(plan.key) if self._speculator.mode is not False else None
         if made is not None:
             self._speculator.plan_next(plan, cap, exe, made[0], made[1], args, kwargs, secs, made[2], idle, outs,
-                                 speculated)
+                                       speculated)
 
     def _compile(self, plan: _Plan, cap: Capture, args):
         st = self.stats
