@@ -71,6 +71,7 @@ class Speculator:
         self.last_out = None       # an output of the last call: ready at the next call's start = device idle
         self.last_start = 0.0
         self.last_arm = None       # the last call's kind in a trial: 0 plain, 1 speculated (None: not timed)
+        self.hit_src = None        # the sources of the last kept speculative run (this call's inputs)
 
     # ------------------------------------------------------------ at the start of a call
     def begin(self, now: float) -> bool:
@@ -127,6 +128,7 @@ class Speculator:
             ks.hits += 1
             if ks.verdict is None and ks.hits > 1:   # a trial call (the first ran the twin's compile)
                 self.last_arm = 1
+            self.hit_src = p.src
             return outs
         if exe is p.base:
             ks.misses += 1
@@ -137,6 +139,7 @@ class Speculator:
                   outs, speculated: bool) -> None:
         """Decide whether the next call speculates, building the key's twin when it is worth one."""
         key = plan.key
+        hit_src, self.hit_src = self.hit_src, None
         self.streak = self.streak + 1 if key == self.last_key else 1
         self.last_key = key
         if outs:
@@ -173,7 +176,8 @@ class Speculator:
                 return
             else:
                 self.last_arm = 0
-        src = sources(cap, args, kwargs)
+        # after a kept run its sources found exactly this call's inputs: the next call looks there again
+        src = hit_src if speculated else sources(cap, args, kwargs)
         if src is None:
             return
         p = _Prediction()
