@@ -215,3 +215,19 @@ def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked, only_ys):
         got = R._rnn_backward_impl(*cts, gi, h0, w, out[0], out[2], *extra, **kw, given=given)
     for g, e in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["GRUCell", "LSTMCell", "RNNCell"])
+@pytest.mark.parametrize("x_shape, h_shape, x_dtype", [((2, 5), (2, 4), "float32"), ((2, 3), (3, 4), "float32"),
+                                                       ((2, 3), (2, 5), "float32"), ((2, 3), (2, 4), "float64")],
+                         ids=["input_size", "batch", "hidden_size", "dtype"])
+def test_cell_checks_raise_as_pytorch(name, x_shape, h_shape, x_dtype):
+    x, h = np.zeros(x_shape, x_dtype), np.zeros(h_shape, np.float32)
+    th, dh = torch.tensor(h), dj.tensor(h)
+    if name == "LSTMCell":
+        th, dh = (th, th), (dh, dh)
+    with pytest.raises(RuntimeError) as want:
+        getattr(torch.nn, name)(3, 4)(torch.tensor(x), th)
+    with pytest.raises(RuntimeError) as got:
+        getattr(nn, name)(3, 4)(dj.tensor(x), dh)
+    assert str(got.value) == str(want.value)
