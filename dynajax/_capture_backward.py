@@ -296,11 +296,9 @@ class _Template:
     def append_to(self, cap, leaves) -> None:
         from ._capture import Sym
         from ._tensor import _make
-        e0 = len(cap.eqns)
         cap.eqns.extend(self.eqns)
         cap.keys.extend(self.keys)
-        for var, rel in self.prod:
-            cap.prod[var] = e0 + rel
+        cap.prod.update(self.prod)   # positions: the template's site fixes the eqns recorded before it
         cap.nvars = self.nvars
         cap.scalars.extend(self.scalars)
         cap.slot_of.update(self.slots)
@@ -346,7 +344,7 @@ class _Mark:
         grads.sort(key=lambda g: first.get(g[1], -1))
         t = _Template()
         t.eqns, t.keys = cap.eqns[e0:], cap.keys[e0:]
-        t.prod = tuple((v, p - e0) for v, p in cap.prod.items() if p >= e0)
+        t.prod = {v: p for v, p in cap.prod.items() if p >= e0}
         t.nvars = cap.nvars
         t.scalars = cap.scalars[s0:]
         t.slots = tuple(cap.slot_of.items())[s0:]
