@@ -72,6 +72,7 @@ class Speculator:
         self.last_start = 0.0
         self.last_arm = None       # the last call's kind in a trial: 0 plain, 1 speculated (None: not timed)
         self.hit_src = None        # the sources of the last kept speculative run (this call's inputs)
+        self.missed = False        # this call dropped a speculative run (so it is no plain call of a trial)
 
     # ------------------------------------------------------------ at the start of a call
     def begin(self, now: float) -> bool:
@@ -132,7 +133,11 @@ class Speculator:
             return outs
         if exe is p.base:
             ks.misses += 1
-        jax.block_until_ready(outs)
+        self.missed = True
+        try:
+            jax.block_until_ready(outs)
+        except Exception:   # the dropped run failed (out of memory for the twin's outputs): nothing to keep
+            pass
         return None
 
     def plan_next(self, plan, cap, exe, run, placed, args, kwargs, capture_secs: float, compile_secs, idle: bool,
@@ -140,6 +145,7 @@ class Speculator:
         """Decide whether the next call speculates, building the key's twin when it is worth one."""
         key = plan.key
         hit_src, self.hit_src = self.hit_src, None
+        missed, self.missed = self.missed, False
         self.streak = self.streak + 1 if key == self.last_key else 1
         self.last_key = key
         if outs:
@@ -174,7 +180,7 @@ class Speculator:
                     return
             elif speculated:   # the trial alternates plain and speculated calls
                 return
-            else:
+            elif not missed:
                 self.last_arm = 0
         # after a kept run its sources found exactly this call's inputs: the next call looks there again
         src = hit_src if speculated else sources(cap, args, kwargs)

@@ -142,7 +142,7 @@ class Compiled:
         st.graph_breaks += cap.breaks
         st.recorded_ops = len(cap.eqns)
         secs = time.perf_counter() - t1
-        st.capture_time += time.perf_counter() - t0
+        st.capture_time += secs
         exe = self._cache.get(plan.key)
         if ahead is not None:
             outs = spec.settle(ahead, exe, cap)
