@@ -197,11 +197,19 @@ def _work(sizes: tuple, true: list) -> int:
 def sequence_mask(length: int):
     """While a bucketed step runs: a (length, 1, 1) bool tensor, True at the real steps of a sequence
     padded to ``length``; None when ``length`` is no padded size of this call."""
+    arr = mask_array(length)
+    if arr is None:
+        return None
+    t = _make(arr)
+    t._remake = functools.partial(mask_array, length)   # where a speculative run finds this call's mask
+    return t
+
+
+def mask_array(length: int):
+    """The array of :func:`sequence_mask` for the current call (None: ``length`` is not padded)."""
     grown = getattr(_state, "grown", None)
     n = grown.get(length) if grown else None
-    if n is None:
-        return None
-    return _make(_mask(length, n))
+    return None if n is None else _mask(length, n)
 
 
 @functools.lru_cache(maxsize=256)

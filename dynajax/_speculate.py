@@ -106,6 +106,8 @@ class Speculator:
                 obj = ref()
             if kind == "g":
                 v = getattr(obj, "_key", None)
+            elif kind == "f":
+                v = obj
             else:
                 v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
             if not isinstance(v, jax.Array):
@@ -197,14 +199,20 @@ class Speculator:
 
 def sources(cap, args, kwargs):
     """How the next call finds each input of this one: ("a", i) the i-th tensor among the call's
-    arguments, ("t", ref) a tensor, ("g", ref) a generator's key (weak references); None if some input
-    has no such source (a raw array). An input first read through a tensor the step made (an in-place
-    op's temporary alias) is found through a tensor that existed before the step and held that array."""
+    arguments, ("t", ref) a tensor, ("g", ref) a generator's key (weak references), ("f", fn) the array
+    ``fn()`` makes for the call (a tensor the step made from a ``_remake`` recipe: a bucketed call's
+    sequence mask); None if some input has no such source (a raw array). An input first read through
+    another tensor the step made (an in-place op's temporary alias) is found through a tensor that
+    existed before the step and held that array."""
     pos = {id(t): i for i, t in enumerate(tensor_leaves((args, kwargs)))}
     src = []
     owners = None
     for k, obj in enumerate(cap.in_src):
         if id(obj) in cap.born_ids:
+            remake = getattr(obj, "_remake", None)
+            if remake is not None:
+                src.append(("f", remake))
+                continue
             if owners is None:
                 owners = {}
                 for t, arr, _, _ in cap.adopted:

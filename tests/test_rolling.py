@@ -389,3 +389,33 @@ def test_a_replayed_loop_backward_follows_what_changes_between_calls():
                 assert q.grad is None
             else:
                 np.testing.assert_allclose(q.grad.numpy(), g, rtol=1e-4, atol=1e-6, err_msg=f"call {i}")
+
+
+def test_a_bucketed_step_speculates_across_lengths_of_one_bucket():
+    """Each call pads new argument tensors; the speculative run finds them by their place among the
+    arguments, so lengths in one bucket keep their runs, and every call's loss and grads are PyTorch's."""
+    dj.manual_seed(0)
+    emb, gru, head = nn.Embedding(7, 4), nn.GRU(4, 5), nn.Linear(5, 7)
+    t_emb, t_gru, t_head = _to_torch(emb, gru, head)
+    params = [*emb.parameters(), *gru.parameters(), *head.parameters()]
+    t_params = [*t_emb.parameters(), *t_gru.parameters(), *t_head.parameters()]
+
+    def step(tokens, targets, emb=emb, gru=gru, head=head, params=params, ce=F.cross_entropy):
+        for p in params:
+            p.grad = None
+        loss = ce(head(gru(emb(tokens))[0]).reshape(-1, 7), targets.reshape(-1), ignore_index=-100)
+        loss.backward()
+        return loss
+    compiled = dj.compile(step, dynamic={"tokens": {0: 16}, "targets": {0: 16}}, pad={"targets": -100},
+                          speculate=True)
+    rng = np.random.default_rng(1)
+    for T in (9, 12, 16, 10, 11, 14):
+        seq = rng.integers(0, 7, (T + 1, 3))
+        want = step(torch.tensor(seq[:-1]), torch.tensor(seq[1:]), t_emb, t_gru, t_head, t_params,
+                    torch.nn.functional.cross_entropy)
+        got = compiled(dj.tensor(seq[:-1]), dj.tensor(seq[1:]))
+        assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for p, q in zip(params, t_params):
+            assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+    st = compiled.stats
+    assert st.compiles == 1 and st.speculated == 4 and st.speculation_misses == 0
