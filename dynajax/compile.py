@@ -244,8 +244,15 @@ class Compiled:
         outs: dict = {}      # var -> position in outputs
         input_vars = {v: i for i, v in enumerate(cap.in_vars)}
 
+        dual = cap.dual
+
         def visit(obj, value, kind):
-            var = cap.var_of_value(value)
+            if type(value) is Sym:
+                var = value.idx
+            elif dual:
+                var = cap.var_of_value(value)
+            else:
+                return
             if var is None or id(obj) in targets:
                 return
             targets[id(obj)] = (obj, var, kind)
@@ -565,6 +572,8 @@ def _restore(cap: Capture) -> None:
 
 
 def _check_result(result) -> None:
+    if isinstance(result, (Tensor,) + _PY_LEAVES):   # the usual loss: nothing to walk
+        return
     leaves = jax.tree_util.tree_flatten_with_path(result, is_leaf=lambda a: isinstance(a, Tensor) or a is None)[0]
     for path, leaf in leaves:
         if not isinstance(leaf, (Tensor, np.ndarray, jax.Array) + _PY_LEAVES):
