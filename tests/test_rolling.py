@@ -207,9 +207,9 @@ def test_bucketed_nn_gru_keeps_state_past_the_true_length_and_slices_outputs():
     assert run.stats.compiles == 1 and run.stats.bucket_hits == 2
 
 
-def test_a_length_whose_bucket_has_no_executable_runs_in_a_larger_one():
-    """Buckets of 16: length 40 compiles bucket 48; lengths 12 and 25 then run padded to 48 (values and grads
-    as PyTorch's on the true length) instead of compiling buckets 16 and 32; 45 runs at 48 as its own."""
+def _bucketed_gru_lm_matches_torch(lengths, seed: int, **compile_kw):
+    """A GRU language model step compiled with buckets of 16, run on sequences of ``lengths``: each call's
+    loss and grads equal PyTorch's on the true length. Returns the compiled step."""
     dj.manual_seed(0)
     emb, gru, head = nn.Embedding(7, 4), nn.GRU(4, 5), nn.Linear(5, 7)
     t_emb, t_gru, t_head = _to_torch(emb, gru, head)
@@ -222,9 +222,10 @@ def test_a_length_whose_bucket_has_no_executable_runs_in_a_larger_one():
         loss = ce(head(gru(emb(tokens))[0]).reshape(-1, 7), targets.reshape(-1), ignore_index=-100)
         loss.backward()
         return loss
-    compiled = dj.compile(step, dynamic={"tokens": {0: 16}, "targets": {0: 16}}, pad={"targets": -100})
-    rng = np.random.default_rng(0)
-    for T in (40, 12, 25, 45):
+    compiled = dj.compile(step, dynamic={"tokens": {0: 16}, "targets": {0: 16}}, pad={"targets": -100},
+                          **compile_kw)
+    rng = np.random.default_rng(seed)
+    for T in lengths:
         seq = rng.integers(0, 7, (T + 1, 3))
         want = step(torch.tensor(seq[:-1]), torch.tensor(seq[1:]), t_emb, t_gru, t_head, t_params,
                     torch.nn.functional.cross_entropy)
@@ -232,6 +233,13 @@ def test_a_length_whose_bucket_has_no_executable_runs_in_a_larger_one():
         assert_close(got, want, rtol=1e-5, atol=1e-6)
         for p, q in zip(params, t_params):
             assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+    return compiled
+
+
+def test_a_length_whose_bucket_has_no_executable_runs_in_a_larger_one():
+    """Buckets of 16: length 40 compiles bucket 48; lengths 12 and 25 then run padded to 48 (values and grads
+    as PyTorch's on the true length) instead of compiling buckets 16 and 32; 45 runs at 48 as its own."""
+    compiled = _bucketed_gru_lm_matches_torch((40, 12, 25, 45), seed=0)
     st = compiled.stats
     assert st.compiles == 1 and st.bucket_hits == 3 and st.bucket_reuses == 2
     assert [s for s in compiled._sizes.debt] == [(16, 16), (32, 32)]   # the padding they cost, summed
@@ -394,28 +402,6 @@ def test_a_replayed_loop_backward_follows_what_changes_between_calls():
 def test_a_bucketed_step_speculates_across_lengths_of_one_bucket():
     """Each call pads new argument tensors; the speculative run finds them by their place among the
     arguments, so lengths in one bucket keep their runs, and every call's loss and grads are PyTorch's."""
-    dj.manual_seed(0)
-    emb, gru, head = nn.Embedding(7, 4), nn.GRU(4, 5), nn.Linear(5, 7)
-    t_emb, t_gru, t_head = _to_torch(emb, gru, head)
-    params = [*emb.parameters(), *gru.parameters(), *head.parameters()]
-    t_params = [*t_emb.parameters(), *t_gru.parameters(), *t_head.parameters()]
-
-    def step(tokens, targets, emb=emb, gru=gru, head=head, params=params, ce=F.cross_entropy):
-        for p in params:
-            p.grad = None
-        loss = ce(head(gru(emb(tokens))[0]).reshape(-1, 7), targets.reshape(-1), ignore_index=-100)
-        loss.backward()
-        return loss
-    compiled = dj.compile(step, dynamic={"tokens": {0: 16}, "targets": {0: 16}}, pad={"targets": -100},
-                          speculate=True)
-    rng = np.random.default_rng(1)
-    for T in (9, 12, 16, 10, 11, 14):
-        seq = rng.integers(0, 7, (T + 1, 3))
-        want = step(torch.tensor(seq[:-1]), torch.tensor(seq[1:]), t_emb, t_gru, t_head, t_params,
-                    torch.nn.functional.cross_entropy)
-        got = compiled(dj.tensor(seq[:-1]), dj.tensor(seq[1:]))
-        assert_close(got, want, rtol=1e-5, atol=1e-6)
-        for p, q in zip(params, t_params):
-            assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+    compiled = _bucketed_gru_lm_matches_torch((9, 12, 16, 10, 11, 14), seed=1, speculate=True)
     st = compiled.stats
     assert st.compiles == 1 and st.speculated == 4 and st.speculation_misses == 0
