@@ -109,15 +109,18 @@ def _square_loss_step(m, o, x):
     return loss
 
 
-def test_a_compiled_step_leaves_no_reference_cycles():
-    """Everything a call allocates (the capture, its backward's node table, Nodes, Tensors, arrays)
-    dies by reference counting when the call returns: no cyclic garbage is left for the GC, which would
-    otherwise hold the step's arrays until a collection and pay for it (a collection per few steps)."""
+@pytest.mark.parametrize("speculate", [None, True])
+def test_a_compiled_step_leaves_no_reference_cycles(speculate):
+    """Everything a call allocates (the capture, its backward's node table, Nodes, Tensors, arrays, a
+    speculative run's prediction) dies by reference counting when the call returns: no cyclic garbage is
+    left for the GC, which would otherwise hold the step's arrays until a collection and pay for it (a
+    collection per few steps)."""
     import gc
     model = _mlp()
     opt = optim.Adam(model.parameters(), lr=0.01)
-    c = dj.compile(_square_loss_step)
+    c = dj.compile(_square_loss_step, speculate=speculate)
     x = dj.tensor(X)
+    c(model, opt, x).item()
     c(model, opt, x).item()
     was = gc.isenabled()
     gc.collect()
@@ -133,6 +136,7 @@ def test_a_compiled_step_leaves_no_reference_cycles():
         gc.enable() if was else gc.disable()
     assert losses[2] < losses[0]
     assert found == 0, f"{found} objects in reference cycles after 3 compiled steps: {kinds}"
+    assert c.stats.speculated == (3 if speculate else 0)
 
 
 def test_grads_and_optimizer_state_written_back():
