@@ -123,6 +123,8 @@ class Capture:
         self.keys: list = []            # structural key of each eqn
         self.scalars: list = []         # Python scalars passed to ops (executable inputs too)
         self.slot_of: dict = {}
+        self.scalar_src: dict = {}      # slot -> recipe() recomputing its number where it came from (speculation)
+        self.recipes = None             # while one op records: argument position -> recipe (``scalar_recipes``)
         self.adopted: list = []         # (tensor, old array, old grad, Sym given | None)
         self.gens: list = []            # (generator, old key, Sym given | None)
         self.born: list = []            # weakrefs to tensors created while capturing
@@ -252,6 +254,8 @@ class Capture:
             if slot is None:
                 slot = self.slot_of[k] = len(self.scalars)
                 self.scalars.append(a)
+                if self.recipes is not None and pos in self.recipes:
+                    self.scalar_src[slot] = self.recipes[pos]
             return -slot - 1, tp
         lit = ("L", a, tp)
         return lit, lit
@@ -453,6 +457,28 @@ class Capture:
             hit = self.by_array.get(id(v))
             return hit[1] if hit is not None else None
         return None
+
+
+class scalar_recipes:
+    """Context around one op's ``apply``: ``recipes[pos]()`` recomputes the Python number passed at argument
+    position ``pos`` from where it came from (an optimizer's param group), so that a speculative run
+    (``_speculate``) can pass the number the next call will pass, a scheduled learning rate included.
+    Nothing happens outside a recording or with ``recipes`` None."""
+
+    __slots__ = ("cap", "recipes")
+
+    def __init__(self, recipes) -> None:
+        cap = getattr(_state, "cap", None)
+        self.cap = cap if recipes is not None and cap is not None and not cap.dual else None
+        self.recipes = recipes
+
+    def __enter__(self):
+        if self.cap is not None:
+            self.cap.recipes = self.recipes
+
+    def __exit__(self, *exc) -> None:
+        if self.cap is not None:
+            self.cap.recipes = None
 
 
 def recorded_args(value):

@@ -8,7 +8,8 @@ tensors' current arrays. So when a key has repeated, the next call first
 dispatches that executable (a non-donating twin of it: a miss must leave every
 input intact) on the arrays those tensors hold now, then records as usual. If
 the recording selects the same executable and read exactly those arrays (by
-identity) and the same Python numbers, the dispatched results are the call's
+identity) and the same Python numbers (an optimizer's numbers are read again
+from its param group, so a learning-rate schedule keeps its runs), the dispatched results are the call's
 results -- the same executable on the same inputs -- and are written back;
 otherwise they are dropped and the call runs as without speculation. A call
 speculates only if the last call's executable has finished when it starts:
@@ -23,8 +24,11 @@ on a machine with few cores the recording competes with the executable's
 threads. So under ``None`` a bought twin runs a trial first, alternating
 plain and speculated calls, and the key keeps speculating only if the median
 time from one call's start to the next was shorter speculated. A key whose
-inputs keep changing under it (a learning rate changed every step, grads
-accumulated across steps) stops speculating after a few misses.
+inputs keep changing under it (a Python number in the forward changed every
+step, grads accumulated across steps) stops speculating after a few misses.
+The fused optimizer updates (Adam, SGD momentum) give each of their numbers a
+recipe (``_capture.scalar_recipes``) that reads it again from the param group,
+so a learning-rate schedule that steps every call keeps its runs.
 """
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ TRIAL = 8                # calls of each kind, alternated, that decide whether s
 
 
 class _Prediction:
-    __slots__ = ("key", "base", "exe", "src", "scalars", "donate")
+    __slots__ = ("key", "base", "exe", "src", "scalars", "recipes", "donate")
 
 
 class _KeyState:
@@ -113,21 +117,29 @@ class Speculator:
             if not isinstance(v, jax.Array):
                 return None
             vals.append(v)
+        scalars = p.scalars
+        if p.recipes:   # numbers read again where they came from (a learning rate a scheduler moved)
+            scalars = list(scalars)
+            try:
+                for slot, recipe in p.recipes.items():
+                    scalars[slot] = recipe()
+            except Exception:
+                return None
         try:
-            outs = p.exe(*split(vals, p.donate), p.scalars)
+            outs = p.exe(*split(vals, p.donate), scalars)
         except Exception:   # whatever it was, the recorded call will meet it (or not) and say so
             return None
-        return p, vals, outs
+        return p, vals, scalars, outs
 
     # ------------------------------------------------------------ after the recording
     def settle(self, spec, exe, cap):
         """The speculative outputs if the recorded call is the predicted one (executable ``exe``, same input
         arrays and Python numbers), else None (after waiting for the speculative run, whose inputs the
         call may now donate)."""
-        p, vals, outs = spec
+        p, vals, scalars, outs = spec
         ks = self.keys[p.key]
         if (exe is p.base and len(vals) == len(cap.inputs) and all(a is b for a, b in zip(vals, cap.inputs))
-                and same_scalars(cap.scalars, p.scalars)):
+                and same_scalars(cap.scalars, scalars)):
             ks.hits += 1
             if ks.verdict is None and ks.hits > 1:   # a trial call (the first ran the twin's compile)
                 self.last_arm = 1
@@ -190,6 +202,7 @@ class Speculator:
             return
         p = _Prediction()
         p.key, p.base, p.exe, p.src, p.scalars, p.donate = key, exe, ks.twin, src, list(cap.scalars), plan.donate
+        p.recipes = cap.scalar_src
         self.next = p
 
     def forget(self) -> None:

@@ -607,15 +607,15 @@ def test_linear_of_an_embedding_lookup_matches_eager(case):
 
 
 def _changing_run(compiled: bool, **kw):
-    """Ten SGD steps with changes between calls that a run dispatched before capture cannot foresee:
-    a new learning rate, a Python branch, a parameter given a new array, a new batch size."""
+    """Ten SGD steps with changes between calls: a parameter given a new array, a new learning rate (a
+    scheduler's), a Python branch, a Python number in the forward."""
     dj.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    def step(x, y, extra):
+    def step(x, y, extra, scale):
         opt.zero_grad()
-        h = model(x)
+        h = model(x) * scale
         if extra:
             h = h * 2.0
         loss = F.cross_entropy(h, y)
@@ -626,13 +626,12 @@ def _changing_run(compiled: bool, **kw):
         step = dj.compile(step, **kw)
     losses = []
     for i in range(10):
-        if i == 4:
-            opt.param_groups[0]["lr"] = 0.05
         if i == 3:
             with dj.no_grad():
                 model[0].bias.copy_(dj.zeros(16))
-        n = 6 if i == 8 else 8
-        losses.append(step(dj.tensor(X[:n]), dj.tensor(Y[:n]), i == 5).item())
+        if i == 4:
+            opt.param_groups[0]["lr"] = 0.05
+        losses.append(step(dj.tensor(X), dj.tensor(Y), i == 5, 0.5 if i == 8 else 1.0).item())
     return losses, [p.detach().numpy() for p in model.parameters()], step
 
 
@@ -641,10 +640,10 @@ def test_speculation_drops_runs_whose_graph_numbers_or_inputs_changed():
     comp = _changing_run(True, speculate=True)
     _assert_same(eager, comp)
     st = comp[2].stats
-    # calls 2 and 3 (on the bias array given between calls, read at the call's start) kept their runs;
-    # calls 4 (new lr), 5 (another graph) and 8 (another batch size) dropped theirs; calls 6 and 7 follow a
-    # key change and did not speculate
-    assert st.speculated == 2 and st.speculation_misses == 3, (st.speculated, st.speculation_misses)
+    # kept: calls 2, 3 (the bias array given between calls, read at the call's start) and 4 (the new learning
+    # rate, read again from the param group); dropped: call 5 (another graph), 8 and 9 (the forward's number
+    # differed from the last call's); calls 6 and 7 follow a key change and did not speculate
+    assert st.speculated == 3 and st.speculation_misses == 3, (st.speculated, st.speculation_misses)
 
 
 def test_an_exception_after_a_speculative_dispatch_leaves_state_unchanged():
@@ -703,3 +702,25 @@ def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatc
     assert ks.twin is next(iter(comp[2]._cache.values()))   # no twin to buy: the trial starts at once
     assert xla_compiles() - n0 == 1 and ks.verdict is not None
     assert comp[2].stats.speculated >= 2
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.01),
+                                      lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9)], ids=["adamw_l2", "sgd"])
+def test_a_per_step_learning_rate_schedule_keeps_its_speculative_runs(make_opt):
+    def run(compiled):
+        model = _mlp()
+        opt = make_opt(model.parameters())
+        sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.8)
+        step = train_step(model, opt, F.cross_entropy)
+        if compiled:
+            step = dj.compile(step, speculate=True)
+        x, y = dj.tensor(X), dj.tensor(Y)
+        losses = []
+        for _ in range(8):
+            losses.append(step(x, y).item())
+            sched.step()
+        return losses, [p.detach().numpy() for p in model.parameters()], step
+    eager, comp = run(False), run(True)
+    _assert_same(eager, comp)
+    # the optimizer's numbers are read again from its param group when a run is dispatched
+    assert comp[2].stats.speculated == 6 and comp[2].stats.speculation_misses == 0

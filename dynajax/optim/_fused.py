@@ -14,6 +14,8 @@ float32 rounding (the optimizer tests compare). The updates run under
 """
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 
 from ..ops.registry import VARIADIC, apply, op
@@ -91,19 +93,47 @@ def _groups(flat: tuple, k: int) -> list:
     return [flat[i:i + k] for i in range(0, len(flat), k)]
 
 
-def adam_update(params, *, lr, b1, b2, eps, weight_decay, decoupled):
+def _adam_numbers(group) -> tuple:
+    """The Python numbers the fused Adam op of ``group`` (a param group) takes, in argument order."""
+    b1, b2 = group["betas"]
+    lr, wd = group["lr"], group["weight_decay"]
+    if group["decoupled_weight_decay"]:
+        wd = 1 - lr * wd
+    return 1 - b1, b1, b2, 1 - b2, lr, group["eps"], float(wd)
+
+
+def _sgd_numbers(group) -> tuple:
+    """The Python numbers the fused SGD-momentum op of ``group`` takes, in argument order."""
+    return group["momentum"], 1 - group["dampening"], -group["lr"], float(group["weight_decay"])
+
+
+def _fused_apply(fn, tensors: list, numbers, group, **params):
+    """``apply(fn, *tensors, *numbers(group))``; while ``dynajax.compile`` records, each number carries how
+    to read it again from ``group`` (``_capture.scalar_recipes``: a speculative run passes the next
+    call's numbers, a learning-rate schedule's included)."""
+    from .._capture import scalar_recipes
+    n = len(tensors)
+    recipes = {n + k: functools.partial(_number, numbers, group, k) for k in range(len(numbers(group)))}
+    with scalar_recipes(recipes):
+        return apply(fn, *tensors, *numbers(group), **params)
+
+
+def _number(numbers, group, k):
+    return numbers(group)[k]
+
+
+def adam_update(params, group):
     """One fused Adam step of ``params``: a list of ``(p, g, m, v, step)``; returns ``(p, m, v, step)`` new
-    values for each."""
-    mode = "" if not weight_decay else ("decoupled" if decoupled else "l2")
-    wd = 1 - lr * weight_decay if decoupled else weight_decay
+    values for each. ``group``: the param group (learning rate, betas, eps, weight decay and its mode)."""
+    wd = group["weight_decay"]
+    mode = "" if not wd else ("decoupled" if group["decoupled_weight_decay"] else "l2")
     tensors = [t for item in params for t in item]
-    out = apply(_adam, *tensors, 1 - b1, b1, b2, 1 - b2, lr, eps, float(wd), n=len(params), weight_decay=mode)
-    return _groups(out, 4)
+    return _groups(_fused_apply(_adam, tensors, _adam_numbers, group, n=len(params), weight_decay=mode), 4)
 
 
-def sgd_momentum_update(params, *, lr, momentum, dampening, weight_decay, nesterov):
-    """One fused SGD-momentum step of ``params``: a list of ``(p, g, buf)``; returns ``(p, buf)`` for each."""
+def sgd_momentum_update(params, group):
+    """One fused SGD-momentum step of ``params``: a list of ``(p, g, buf)``; returns ``(p, buf)`` for each.
+    ``group``: the param group (learning rate, momentum, dampening, weight decay, nesterov)."""
     tensors = [t for item in params for t in item]
-    out = apply(_sgd_momentum, *tensors, momentum, 1 - dampening, -lr, float(weight_decay),
-                n=len(params), nesterov=bool(nesterov), l2=bool(weight_decay))
-    return _groups(out, 2)
+    return _groups(_fused_apply(_sgd_momentum, tensors, _sgd_numbers, group, n=len(params),
+                                nesterov=bool(group["nesterov"]), l2=bool(group["weight_decay"])), 2)

@@ -47,9 +47,7 @@ class SGD(Optimizer):
             else:
                 self._update(p, grad, state, group)
         if fused:
-            new = sgd_momentum_update(fused, lr=group["lr"], momentum=group["momentum"],
-                                      dampening=group["dampening"], weight_decay=group["weight_decay"],
-                                      nesterov=group["nesterov"])
+            new = sgd_momentum_update(fused, group)
             for (p, _, buf), (new_p, new_buf) in zip(fused, new):
                 set_(buf, new_buf)
                 set_(p, new_p)
@@ -87,8 +85,6 @@ class Adam(Optimizer):
 
     def _update_group(self, items, group) -> None:
         fused = []
-        b1, b2 = group["betas"]
-        lr = group["lr"]
         for p, grad, state in items:
             self._init_state(p, state, group)
             if not group["amsgrad"] and fusable(p, grad, state["exp_avg"], state["exp_avg_sq"]) \
@@ -97,8 +93,7 @@ class Adam(Optimizer):
             else:
                 self._update(p, grad, state, group)
         if fused:
-            new = adam_update(fused, lr=lr, b1=b1, b2=b2, eps=group["eps"], weight_decay=group["weight_decay"],
-                              decoupled=group["decoupled_weight_decay"])
+            new = adam_update(fused, group)
             for (p, _, m, v, t), (new_p, new_m, new_v, new_t) in zip(fused, new):
                 for old, val in ((m, new_m), (v, new_v), (p, new_p), (t, new_t)):
                     set_(old, val)
