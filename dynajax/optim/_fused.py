@@ -18,6 +18,7 @@ import functools
 
 import jax.numpy as jnp
 
+from ..ops import registry
 from ..ops.registry import VARIADIC, apply, op
 
 
@@ -111,11 +112,13 @@ def _fused_apply(fn, tensors: list, numbers, group, **params):
     """``apply(fn, *tensors, *numbers(group))``; while ``dynajax.compile`` records, each number carries how
     to read it again from ``group`` (``_capture.scalar_recipes``: a speculative run passes the next
     call's numbers, a learning-rate schedule's included)."""
+    nums = numbers(group)
+    if not registry.record_creation:   # eager: nothing records
+        return apply(fn, *tensors, *nums, **params)
     from .._capture import scalar_recipes
     n = len(tensors)
-    recipes = {n + k: functools.partial(_number, numbers, group, k) for k in range(len(numbers(group)))}
-    with scalar_recipes(recipes):
-        return apply(fn, *tensors, *numbers(group), **params)
+    with scalar_recipes({n + k: functools.partial(_number, numbers, group, k) for k in range(len(nums))}):
+        return apply(fn, *tensors, *nums, **params)
 
 
 def _number(numbers, group, k):
