@@ -346,7 +346,7 @@ entry("batch_norm_backward_backward", vjp_of(lambda *a: _bn_vjp(*a)[0], wrt=(0, 
 # ---------------------------------------------------------------- fused optimizer updates (no VJP)
 from dynajax.optim._fused import adam_update, sgd_momentum_update  # noqa: E402
 
-_ADAM = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8)
+_ADAM = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, decoupled_weight_decay=True)
 
 
 def _two_params(k, extra=()):
@@ -358,14 +358,14 @@ def _two_params(k, extra=()):
 
 
 def _adam2(p1, g1, m1, v1, p2, g2, m2, v2, t1, t2):
-    out = adam_update([(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], weight_decay=0.1, decoupled=True, **_ADAM)
+    out = adam_update([(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], _ADAM)
     return [x for new in out for x in new]
 
 
 entry("adam_update", _adam2, _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 entry("sgd_momentum_update",
       lambda p1, g1, b1, p2, g2, b2: [x for new in sgd_momentum_update(
-          [(p1, g1, b1), (p2, g2, b2)], lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True)
+          [(p1, g1, b1), (p2, g2, b2)], dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True))
           for x in new],
       _two_params(3), order=0)
 
