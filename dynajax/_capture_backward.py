@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import jax
 
-from ._capture import bind
+from ._capture import Sym, bind
+from ._tensor import _make
 from .autograd import engine
 from .autograd.function import _FunctionOp
 
@@ -58,7 +59,6 @@ def _vjp_formulation(env, plan):
 
 def _tape_formulation(env, plan):
     """Leaf gradients by the engine's own VJP rules over a tape rebuilt on the forward values."""
-    from ._tensor import _make
     from .autograd.engine import grad
     from .ops import registry
     nodes, pairs, ins, roots, cots, nleaves = plan
@@ -159,8 +159,6 @@ class BackwardByVJP:
 
     def run(self, outputs, grad_outputs, retain_graph) -> bool:
         """Record the backward as one op and accumulate ``.grad``; False: the tape must run instead."""
-        from ._capture import Sym
-        from ._tensor import _make
         cap = self.cap
         roots, root_vars = [], []
         for out in outputs:
@@ -261,9 +259,12 @@ class BackwardByVJP:
         sig = (tuple(desc), tuple(n.in_meta for n in reversed(nodes)), tuple(pairs), tuple(root_vars), cots,
                tuple((tuple(g.shape), g.dtype) for g in grad_outputs), tuple(before), bool(retain_graph),
                tuple(cap.slot_of.items()))
-        store = cap.owner.__dict__.setdefault("_bwd_templates", {})
+        store = cap.owner._bwd_templates
         where = (cap.nvars, len(cap.eqns), len(desc))
-        for s, tmpl in store.get(where, ()):
+        kept = store.get(where, ())
+        if kept:
+            store.move_to_end(where)
+        for s, tmpl in kept:
             if s == sig:
                 tmpl.append_to(cap, leaves)
                 if not retain_graph:
@@ -277,7 +278,6 @@ def _grad_sym(leaf):
     """The Sym ``leaf.grad`` holds (None: no grad; False: a grad holding an array, not a recorded value).
     The tape's grads are detached views of the summed gradient; a template makes them plain tensors,
     which nothing can tell apart (their bases are the tape's temporaries)."""
-    from ._capture import Sym
     g = leaf.grad
     if g is None:
         return None
@@ -294,8 +294,6 @@ class _Template:
     __slots__ = ("eqns", "keys", "prod", "nvars", "scalars", "slots", "grads")
 
     def append_to(self, cap, leaves) -> None:
-        from ._capture import Sym
-        from ._tensor import _make
         cap.eqns.extend(self.eqns)
         cap.keys.extend(self.keys)
         cap.prod.update(self.prod)   # positions: the template's site fixes the eqns recorded before it
@@ -307,6 +305,7 @@ class _Template:
 
 
 TEMPLATES_PER_SITE = 4   # kept signatures per (vars, eqns, nodes) count of a compiled step
+SITES = 64               # kept sites per compiled step (a varying length makes a site per length)
 
 
 class _Mark:
@@ -323,8 +322,7 @@ class _Mark:
         c = self.cap
         return (len(c.eqns), c.nvars, len(c.scalars), len(c.inputs), len(c.adopted), len(c.gens), c.breaks)
 
-    def keep(self, store: dict, where: tuple, sig: tuple, leaves: list) -> None:
-        from ._capture import Sym
+    def keep(self, store, where: tuple, sig: tuple, leaves: list) -> None:
         cap, (e0, _, s0, *rest) = self.cap, self.counts
         now = self._counts()
         if now[3:] != tuple(rest):   # the tape read new arrays or keys, or ran a graph break: not replayable
@@ -349,6 +347,10 @@ class _Mark:
         t.scalars = cap.scalars[s0:]
         t.slots = tuple(cap.slot_of.items())[s0:]
         t.grads = tuple(grads)
-        kept = store.setdefault(where, [])
+        kept = store.get(where)
+        if kept is None:
+            kept = store[where] = []
+            if len(store) > SITES:
+                store.popitem(last=False)
         kept.insert(0, (sig, t))
         del kept[TEMPLATES_PER_SITE:]

@@ -39,6 +39,7 @@ import weakref
 import jax
 
 from ._tensor import Tensor
+from .lower import _tree_flatten
 
 MISSES_ALLOWED = 2       # misses a key may have, plus one per HITS_PER_MISS hits, before it stops speculating
 HITS_PER_MISS = 16
@@ -46,11 +47,12 @@ TRIAL = 8                # calls of each kind, alternated, that decide whether s
 
 
 class _Prediction:
-    __slots__ = ("key", "base", "exe", "src", "scalars", "recipes", "donate")
+    __slots__ = ("base", "exe", "src", "scalars", "recipes", "donate")
 
 
 class _KeyState:
-    """Speculation for one key: its twin, what buying it has saved up, its hits and misses, and the trial."""
+    """Speculation for one key (kept under its executable: an identity, not the long structural key, so a
+    call hashes nothing more): its twin, what buying it has saved up, its hits and misses, and the trial."""
 
     __slots__ = ("twin", "idle", "hits", "misses", "times", "verdict")
 
@@ -68,9 +70,9 @@ class Speculator:
     def __init__(self, mode, cache_size: int) -> None:
         self.mode = mode
         self.cache_size = cache_size
-        self.keys: collections.OrderedDict = collections.OrderedDict()   # key -> _KeyState
+        self.keys: collections.OrderedDict = collections.OrderedDict()   # executable -> _KeyState
         self.next: _Prediction | None = None
-        self.last_key = None
+        self.last_exe = None
         self.streak = 0
         self.last_out = None       # an output of the last call: ready at the next call's start = device idle
         self.last_start = 0.0
@@ -89,7 +91,7 @@ class Speculator:
             idle = True
         arm, self.last_arm = self.last_arm, None
         if arm is not None:
-            ks = self.keys.get(self.last_key)
+            ks = self.keys.get(self.last_exe)
             if ks is not None and ks.verdict is None:
                 ks.times[arm].append(now - self.last_start)
         self.last_start = now
@@ -104,7 +106,7 @@ class Speculator:
         for kind, ref in p.src:
             if kind == "a":
                 if leaves is None:
-                    leaves = tensor_leaves((args, kwargs))
+                    leaves = tensor_leaves(args, kwargs)
                 obj = leaves[ref] if ref < len(leaves) else None
             else:
                 obj = ref()
@@ -137,15 +139,15 @@ class Speculator:
         arrays and Python numbers), else None (after waiting for the speculative run, whose inputs the
         call may now donate)."""
         p, vals, scalars, outs = spec
-        ks = self.keys[p.key]
-        if (exe is p.base and len(vals) == len(cap.inputs) and all(a is b for a, b in zip(vals, cap.inputs))
-                and same_scalars(cap.scalars, scalars)):
+        ks = self.keys.get(p.base)
+        if (exe is p.base and ks is not None and len(vals) == len(cap.inputs)
+                and all(a is b for a, b in zip(vals, cap.inputs)) and same_scalars(cap.scalars, scalars)):
             ks.hits += 1
             if ks.verdict is None and ks.hits > 1:   # a trial call (the first ran the twin's compile)
                 self.last_arm = 1
             self.hit_src = p.src
             return outs
-        if exe is p.base:
+        if exe is p.base and ks is not None:
             ks.misses += 1
         self.missed = True
         try:
@@ -156,23 +158,23 @@ class Speculator:
 
     def plan_next(self, plan, cap, exe, run, placed, args, kwargs, capture_secs: float, compile_secs, idle: bool,
                   outs, speculated: bool) -> None:
-        """Decide whether the next call speculates, building the key's twin when it is worth one."""
-        key = plan.key
+        """Decide whether the next call speculates on ``exe`` (the call's executable), building its twin when
+        it is worth one."""
         hit_src, self.hit_src = self.hit_src, None
         missed, self.missed = self.missed, False
-        self.streak = self.streak + 1 if key == self.last_key else 1
-        self.last_key = key
+        self.streak = self.streak + 1 if exe is self.last_exe else 1
+        self.last_exe = exe
         if outs:
             self.last_out = outs[0]
         if self.mode is False or cap.breaks or self.streak < 2:
             return
-        ks = self.keys.get(key)
+        ks = self.keys.get(exe)
         if ks is None:
-            ks = self.keys[key] = _KeyState()
+            ks = self.keys[exe] = _KeyState()
             if len(self.keys) > self.cache_size:
                 self.keys.popitem(last=False)
         else:
-            self.keys.move_to_end(key)
+            self.keys.move_to_end(exe)
         if ks.verdict is False or ks.misses > MISSES_ALLOWED + ks.hits // HITS_PER_MISS:
             return
         if ks.twin is None:
@@ -201,7 +203,7 @@ class Speculator:
         if src is None:
             return
         p = _Prediction()
-        p.key, p.base, p.exe, p.src, p.scalars, p.donate = key, exe, ks.twin, src, list(cap.scalars), plan.donate
+        p.base, p.exe, p.src, p.scalars, p.donate = exe, ks.twin, src, list(cap.scalars), plan.donate
         p.recipes = cap.scalar_src
         self.next = p
 
@@ -217,7 +219,7 @@ def sources(cap, args, kwargs):
     sequence mask); None if some input has no such source (a raw array). An input first read through
     another tensor the step made (an in-place op's temporary alias) is found through a tensor that
     existed before the step and held that array."""
-    pos = {id(t): i for i, t in enumerate(tensor_leaves((args, kwargs)))}
+    pos = {id(t): i for i, t in enumerate(tensor_leaves(args, kwargs))}
     src = []
     owners = None
     for k, obj in enumerate(cap.in_src):
@@ -242,19 +244,9 @@ def sources(cap, args, kwargs):
     return src
 
 
-def tensor_leaves(obj, out=None) -> list:
-    """The Tensors in nested tuples, lists and dicts (values), in order."""
-    if out is None:
-        out = []
-    if isinstance(obj, Tensor):
-        out.append(obj)
-    elif isinstance(obj, (tuple, list)):
-        for x in obj:
-            tensor_leaves(x, out)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            tensor_leaves(x, out)
-    return out
+def tensor_leaves(args, kwargs) -> list:
+    """The Tensors among a call's arguments, in pytree order."""
+    return [a for a in _tree_flatten((args, kwargs))[0] if isinstance(a, Tensor)]
 
 
 def same_scalars(a: list, b: list) -> bool:

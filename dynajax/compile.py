@@ -106,7 +106,8 @@ class Compiled:
         self._warned = False
         self._names: dict | None = None
         self.layout = _sharded_layout(mesh, data_axis, param_sharding, verify, cache_size)
-        self._made: collections.OrderedDict = collections.OrderedDict()   # key -> (traced fn, jit placement, secs)
+        self._made: collections.OrderedDict = collections.OrderedDict()   # executable -> (traced fn, placement, secs)
+        self._bwd_templates: collections.OrderedDict = collections.OrderedDict()   # _capture_backward
         self._speculator = Speculator(False if (verify or self.layout is not None) else speculate, cache_size)
         functools.update_wrapper(self, fn)
 
@@ -181,16 +182,16 @@ class Compiled:
             raise
         if first:
             _first_call_done(st)
-            made = self._made.get(plan.key)
+            made = self._made.get(exe)
             if made is not None:
-                self._made[plan.key] = made[:2] + (st.compile_time - compiled_before,)
+                self._made[exe] = made[:2] + (st.compile_time - compiled_before,)
         _write_back(plan, cap, outs)
         self._plan_next(plan, cap, exe, args, kwargs, secs, idle, outs, False)
         return result
 
     def _plan_next(self, plan, cap, exe, args, kwargs, secs, idle, outs, speculated) -> None:
         """Let the speculator decide whether the next call dispatches ``exe`` (or its twin) before recording."""
-        made = self._made.get(plan.key) if self._speculator.mode is not False else None
+        made = self._made.get(exe) if self._speculator.mode is not False else None
         if made is not None:
             self._speculator.plan_next(plan, cap, exe, made[0], made[1], args, kwargs, secs, made[2], idle, outs,
                                        speculated)
@@ -222,7 +223,7 @@ class Compiled:
         # compile every executable twice
         placed = {} if self.layout is not None else {"in_shardings": _placement(cap)}
         exe = jax.jit(run, donate_argnums=(0,) if donate else (), **placed)
-        lru_put(self._made, plan.key, (run, placed, None), self.cache_size)
+        lru_put(self._made, exe, (run, placed, None), self.cache_size)
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
         st.compile_time -= t0
@@ -358,6 +359,7 @@ class Compiled:
         self._cache.clear()
         self._prefix.clear()
         self._made.clear()
+        self._bwd_templates.clear()
         self._speculator.forget()
 
     def __repr__(self) -> str:
