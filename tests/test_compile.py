@@ -705,7 +705,9 @@ def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatc
 
 
 @pytest.mark.parametrize("make_opt", [lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.01),
-                                      lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9)], ids=["adamw_l2", "sgd"])
+                                      lambda ps: optim.AdamW(ps, lr=0.01, amsgrad=True),
+                                      lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9)],
+                         ids=["adam_l2", "adamw_amsgrad", "sgd"])
 def test_a_per_step_learning_rate_schedule_keeps_its_speculative_runs(make_opt):
     def run(compiled):
         model = _mlp()

@@ -63,6 +63,25 @@ def test_matches_torch(name, kwargs):
             assert_close(sd["state"][i][k], st["state"][i][k], rtol=1e-5, atol=1e-6, check_dtype=False)
 
 
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
+def test_amsgrad_is_one_fused_update(cls, monkeypatch):
+    """Adam and AdamW with ``amsgrad`` update all of a group's parameters in one op (the running maximum
+    of the second moment is one more state per parameter), as without it; values as torch.optim's."""
+    from dynajax.ops import registry
+    names = []
+    real = registry.run
+    monkeypatch.setattr(registry, "run", lambda op, fn, args, params: names.append(op.name) or real(op, fn, args, params))
+    kwargs = dict(lr=0.01, amsgrad=True, weight_decay=0.1)
+    pd, od = run(dj, cls, kwargs)
+    assert names == ["adam_update"] * len(GRADS)   # one op per step (the step counts' +1 included)
+    pt, ot = run(torch, getattr(torch.optim, cls.__name__), kwargs)
+    for a, b in zip(pd, pt):
+        assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for i in ot.state_dict()["state"]:
+        assert_close(od.state_dict()["state"][i]["max_exp_avg_sq"], ot.state_dict()["state"][i]["max_exp_avg_sq"],
+                     rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name,kwargs", [("NAdam", dict(lr=0.01, weight_decay=0.1)),
                                          ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True))])
 def test_compiled_steps_match_torch_without_reading_values(name, kwargs):

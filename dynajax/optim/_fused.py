@@ -37,33 +37,38 @@ def _bias_corrections(steps, b1, b2, lr):
     return -lr / (1 - b1 ** t), 1 / jnp.sqrt(1 - b2 ** t)
 
 
-def _adam_one(p, g, m, v, step, neg_step_size, inv_bc2_sqrt, c1, b2, c2, eps, wd, weight_decay):
-    step = step + 1
+def _adam_one(p, g, m, v, *rest, neg_step_size, inv_bc2_sqrt, c1, b2, c2, eps, wd, weight_decay):
+    """One parameter's update; ``rest``: ``step`` or, for AMSGrad, ``v_max, step``."""
+    step = rest[-1] + 1
     if weight_decay == "decoupled":
         p = p * wd
     elif weight_decay == "l2":
         g = g + p * wd
     m = m + (g - m) * c1
     v = v * b2 + g * g * c2
-    denom = jnp.sqrt(v) * inv_bc2_sqrt + eps
-    return p + (m / denom) * neg_step_size, m, v, step
+    v_max = jnp.maximum(rest[0], v) if len(rest) == 2 else None
+    denom = jnp.sqrt(v if v_max is None else v_max) * inv_bc2_sqrt + eps
+    return (p + (m / denom) * neg_step_size, m, v) + ((v_max,) if v_max is not None else ()) + (step,)
 
 
 @op("adam_update", nout=VARIADIC)
-def _adam(*args, n, weight_decay):
-    """Inputs: ``p, g, m, v, step`` of each of the ``n`` parameters, then ``c1, b1, b2, c2, lr, eps, wd``;
-    outputs ``p, m, v, step + 1`` of each parameter. ``weight_decay``: "" (none), "l2" (added to the
-    gradient) or "decoupled" (``wd`` is then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
-    c1, b1, b2, c2, lr, eps, wd = args[5 * n:]
-    corrections = _bias_corrections(args[4:5 * n:5], b1, b2, lr)
+def _adam(*args, n, weight_decay, amsgrad=False):
+    """Inputs: ``p, g, m, v, [v_max], step`` of each of the ``n`` parameters (``v_max``, the running maximum
+    of ``v``, with ``amsgrad``), then ``c1, b1, b2, c2, lr, eps, wd``; outputs ``p, m, v, [v_max], step + 1``
+    of each parameter. ``weight_decay``: "" (none), "l2" (added to the gradient) or "decoupled" (``wd`` is
+    then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
+    k = 6 if amsgrad else 5
+    c1, b1, b2, c2, lr, eps, wd = args[k * n:]
+    corrections = _bias_corrections(args[k - 1:k * n:k], b1, b2, lr)
     cast: dict = {}   # the corrections in each parameter dtype: one conversion of the vectors per dtype
     out = []
     for i in range(n):
-        dt = args[5 * i].dtype
+        dt = args[k * i].dtype
         if dt not in cast:
             cast[dt] = [c.astype(dt) for c in corrections]
         nss, inv_bc2 = cast[dt]
-        out.extend(_adam_one(*args[5 * i:5 * i + 5], nss[i], inv_bc2[i], c1, b2, c2, eps, wd, weight_decay))
+        out.extend(_adam_one(*args[k * i:k * i + k], neg_step_size=nss[i], inv_bc2_sqrt=inv_bc2[i], c1=c1, b2=b2,
+                             c2=c2, eps=eps, wd=wd, weight_decay=weight_decay))
     return tuple(out)
 
 
@@ -126,12 +131,16 @@ def _number(numbers, group, k):
 
 
 def adam_update(params, group):
-    """One fused Adam step of ``params``: a list of ``(p, g, m, v, step)``; returns ``(p, m, v, step)`` new
-    values for each. ``group``: the param group (learning rate, betas, eps, weight decay and its mode)."""
+    """One fused Adam step of ``params``: a list of ``(p, g, m, v, step)``, or ``(p, g, m, v, v_max, step)``
+    where ``group["amsgrad"]``; returns the new ``(p, m, v, step)`` (``(p, m, v, v_max, step)``) of each.
+    ``group``: the param group (learning rate, betas, eps, weight decay and its mode, amsgrad)."""
     wd = group["weight_decay"]
     mode = "" if not wd else ("decoupled" if group["decoupled_weight_decay"] else "l2")
+    amsgrad = bool(group.get("amsgrad"))
     tensors = [t for item in params for t in item]
-    return _groups(_fused_apply(_adam, tensors, _adam_numbers, group, n=len(params), weight_decay=mode), 4)
+    extra = {"amsgrad": True} if amsgrad else {}   # (the plain op's params, and so its keys, stay as they were)
+    return _groups(_fused_apply(_adam, tensors, _adam_numbers, group, n=len(params), weight_decay=mode, **extra),
+                   5 if amsgrad else 4)
 
 
 def sgd_momentum_update(params, group):

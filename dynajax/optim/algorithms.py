@@ -85,17 +85,19 @@ class Adam(Optimizer):
 
     def _update_group(self, items, group) -> None:
         fused = []
+        moments = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else ("exp_avg", "exp_avg_sq")
         for p, grad, state in items:
             self._init_state(p, state, group)
-            if not group["amsgrad"] and fusable(p, grad, state["exp_avg"], state["exp_avg_sq"]) \
-                    and state["step"]._value.dtype.kind == "f":
-                fused.append((p, grad, state["exp_avg"], state["exp_avg_sq"], state["step"]))
+            kept = [state[k] for k in moments]
+            if fusable(p, grad, *kept) and state["step"]._value.dtype.kind == "f":
+                fused.append((p, grad, *kept, state["step"]))
             else:
                 self._update(p, grad, state, group)
         if fused:
             new = adam_update(fused, group)
-            for (p, _, m, v, t), (new_p, new_m, new_v, new_t) in zip(fused, new):
-                for old, val in ((m, new_m), (v, new_v), (p, new_p), (t, new_t)):
+            for (p, _, *olds), (new_p, *news) in zip(fused, new):
+                set_(p, new_p)
+                for old, val in zip(olds, news):
                     set_(old, val)
 
     @staticmethod
