@@ -344,7 +344,7 @@ entry("batch_norm_backward_backward", vjp_of(lambda *a: _bn_vjp(*a)[0], wrt=(0, 
 
 
 # ---------------------------------------------------------------- fused optimizer updates (no VJP)
-from dynajax.optim._fused import adam_update, sgd_momentum_update  # noqa: E402
+from dynajax.optim._fused import adagrad_update, adam_update, rmsprop_update, sgd_momentum_update  # noqa: E402
 
 _ADAM = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, decoupled_weight_decay=True)
 
@@ -363,6 +363,16 @@ def _adam2(p1, g1, m1, v1, p2, g2, m2, v2, t1, t2):
 
 
 entry("adam_update", _adam2, _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
+_RMSPROP = dict(lr=0.01, alpha=0.9, eps=1e-8, momentum=0.9, centered=False, weight_decay=0.1)
+entry("rmsprop_update",
+      lambda p1, g1, b1, s1, p2, g2, b2, s2, t1, t2: [x for new in rmsprop_update(
+          [(p1, g1, s1, b1, t1), (p2, g2, s2, b2, t2)], _RMSPROP) for x in new],
+      _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
+entry("adagrad_update",
+      lambda p1, g1, s1, p2, g2, s2, t1, t2: [x for new in adagrad_update(
+          [(p1, g1, s1, t1), (p2, g2, s2, t2)], dict(lr=0.1, lr_decay=0.01, eps=1e-10, weight_decay=0.01))
+          for x in new],
+      _two_params(3, (np.array(3.0), np.array(7.0))), order=0)
 entry("sgd_momentum_update",
       lambda p1, g1, b1, p2, g2, b2: [x for new in sgd_momentum_update(
           [(p1, g1, b1), (p2, g2, b2)], dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True))

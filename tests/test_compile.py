@@ -706,8 +706,11 @@ def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatc
 
 @pytest.mark.parametrize("make_opt", [lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.01),
                                       lambda ps: optim.AdamW(ps, lr=0.01, amsgrad=True),
-                                      lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9)],
-                         ids=["adam_l2", "adamw_amsgrad", "sgd"])
+                                      lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                      lambda ps: optim.SGD(ps, lr=0.1),
+                                      lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
+                                      lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.01)],
+                         ids=["adam_l2", "adamw_amsgrad", "sgd_momentum", "sgd", "rmsprop", "adagrad"])
 def test_a_per_step_learning_rate_schedule_keeps_its_speculative_runs(make_opt):
     def run(compiled):
         model = _mlp()

@@ -63,23 +63,33 @@ def test_matches_torch(name, kwargs):
             assert_close(sd["state"][i][k], st["state"][i][k], rtol=1e-5, atol=1e-6, check_dtype=False)
 
 
-@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
-def test_amsgrad_is_one_fused_update(cls, monkeypatch):
-    """Adam and AdamW with ``amsgrad`` update all of a group's parameters in one op (the running maximum
-    of the second moment is one more state per parameter), as without it; values as torch.optim's."""
+FUSED = [("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1), "adam_update", "max_exp_avg_sq"),
+         ("AdamW", dict(lr=0.01, amsgrad=True, maximize=True), "adam_update", "max_exp_avg_sq"),
+         ("SGD", dict(lr=0.1, weight_decay=0.01), "sgd_momentum_update", None),
+         ("RMSprop", dict(lr=0.01), "rmsprop_update", "square_avg"),
+         ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1), "rmsprop_update", "grad_avg"),
+         ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1, weight_decay=0.1), "adagrad_update",
+          "sum")]
+
+
+@pytest.mark.parametrize("name,kwargs,op,key", FUSED, ids=[f"{n}-{i}" for i, (n, *_) in enumerate(FUSED)])
+def test_updates_are_one_fused_op_per_step(name, kwargs, op, key, monkeypatch):
+    """These optimizers update all of a group's parameters in one op per step (PyTorch's ``foreach`` form):
+    one dispatch eagerly, one recorded op in a compiled step; values and state as torch.optim's."""
     from dynajax.ops import registry
     names = []
     real = registry.run
-    monkeypatch.setattr(registry, "run", lambda op, fn, args, params: names.append(op.name) or real(op, fn, args, params))
-    kwargs = dict(lr=0.01, amsgrad=True, weight_decay=0.1)
-    pd, od = run(dj, cls, kwargs)
-    assert names == ["adam_update"] * len(GRADS)   # one op per step (the step counts' +1 included)
-    pt, ot = run(torch, getattr(torch.optim, cls.__name__), kwargs)
+    monkeypatch.setattr(registry, "run", lambda o, fn, args, params: names.append(o.name) or real(o, fn, args, params))
+    pd, od = run(dj, getattr(optim, name), kwargs)
+    if kwargs.get("maximize"):   # (the gradients are negated first, one op each)
+        names = [n for n in names if n != "neg"]
+    assert names == [op] * len(GRADS)   # the step counts' +1 included
+    pt, ot = run(torch, getattr(torch.optim, name), kwargs)
     for a, b in zip(pd, pt):
         assert_close(a, b, rtol=1e-5, atol=1e-6)
     for i in ot.state_dict()["state"]:
-        assert_close(od.state_dict()["state"][i]["max_exp_avg_sq"], ot.state_dict()["state"][i]["max_exp_avg_sq"],
-                     rtol=1e-5, atol=1e-6)
+        for k, v in ot.state_dict()["state"][i].items():
+            assert_close(od.state_dict()["state"][i][k], v, rtol=1e-5, atol=1e-6, check_dtype=False)
 
 
 @pytest.mark.parametrize("name,kwargs", [("NAdam", dict(lr=0.01, weight_decay=0.1)),

@@ -1,13 +1,15 @@
-"""Fused updates: one op for the whole Adam / SGD-momentum update of all of a group's parameters.
+"""Fused updates: one op for the whole update of all of a group's parameters, for Adam/AdamW (AMSGrad
+included), SGD (with or without momentum), RMSprop and Adagrad.
 
 Written op by op, an Adam update is ~12 ops per parameter, each a dispatch in
 eager mode and a recorded op under ``dynajax.compile``; fused, it is one op
 for the group (PyTorch's ``foreach`` form): one dispatch eagerly, one recorded
 op (one shape lookup, one set of output Syms) when compiled, whatever the
 number of parameters. The arithmetic per parameter is the unfused update's, in
-the same order; Adam's bias corrections are computed inside the op from the
-step tensor, in float64 as PyTorch computes them on the host (so a compiled
-step's key does not depend on step counts), and the results equal the earlier
+the same order; Adam's bias corrections and Adagrad's decayed rate are
+computed inside the op from the step tensor, in float64 as PyTorch computes
+them on the host (so a compiled step's key and numbers do not depend on step
+counts), and the results equal the earlier
 host-constant version bit for bit and PyTorch's single-tensor update within
 float32 rounding (the optimizer tests compare). The updates run under
 ``no_grad`` and have no VJP.
@@ -73,18 +75,73 @@ def _adam(*args, n, weight_decay, amsgrad=False):
 
 
 @op("sgd_momentum_update", nout=VARIADIC)
-def _sgd_momentum(*args, n, nesterov, l2):
-    """Inputs: ``p, g, buf`` of each of the ``n`` parameters (each with an existing momentum buffer), then
-    ``mu, c, neg_lr, wd`` (``c = 1 - dampening``); outputs ``p, buf`` of each parameter."""
-    mu, c, neg_lr, wd = args[3 * n:]
+def _sgd_momentum(*args, n, nesterov, l2, momentum=True):
+    """Inputs: ``p, g, buf`` of each of the ``n`` parameters (each with an existing momentum buffer; without
+    ``momentum``: ``p, g``), then ``mu, c, neg_lr, wd`` (``c = 1 - dampening``); outputs ``p, buf`` (``p``)
+    of each parameter."""
+    k = 3 if momentum else 2
+    mu, c, neg_lr, wd = args[k * n:]
     out = []
     for i in range(n):
-        p, g, buf = args[3 * i:3 * i + 3]
+        p, g = args[k * i:k * i + 2]
         if l2:
             g = g + p * wd
-        buf = buf * mu + g * c
-        g = g + buf * mu if nesterov else buf
-        out.extend((p + g * neg_lr, buf))
+        if momentum:
+            buf = args[k * i + 2] * mu + g * c
+            g = g + buf * mu if nesterov else buf
+            out.extend((p + g * neg_lr, buf))
+        else:
+            out.append(p + g * neg_lr)
+    return tuple(out)
+
+
+@op("rmsprop_update", nout=VARIADIC)
+def _rmsprop(*args, n, centered, momentum, l2):
+    """Inputs: ``p, g, square_avg, [grad_avg], [momentum_buffer], step`` of each of the ``n`` parameters
+    (``grad_avg`` if ``centered``, the buffer if ``momentum``), then ``alpha, c, eps, mu, neg_lr, wd``
+    (``c = 1 - alpha``); outputs the new values of each input but ``g``, in that order (``step + 1``)."""
+    k = 4 + centered + momentum
+    alpha, c, eps, mu, neg_lr, wd = args[k * n:]
+    out = []
+    for i in range(n):
+        p, g, sq, *rest = args[k * i:k * i + k]
+        step = rest.pop() + 1
+        if l2:
+            g = g + p * wd
+        sq = sq * alpha + g * g * c
+        new = [sq]
+        if centered:
+            ga = rest.pop(0)
+            ga = ga + (g - ga) * c
+            avg = jnp.sqrt(sq - ga * ga) + eps
+            new.append(ga)
+        else:
+            avg = jnp.sqrt(sq) + eps
+        if momentum:
+            buf = rest.pop(0) * mu + g / avg
+            new.append(buf)
+            p = p + buf * neg_lr
+        else:
+            p = p + (g / avg) * neg_lr
+        out.extend((p, *new, step))
+    return tuple(out)
+
+
+@op("adagrad_update", nout=VARIADIC)
+def _adagrad(*args, n, l2):
+    """Inputs: ``p, g, sum, step`` of each of the ``n`` parameters, then ``lr, lr_decay, eps, wd``; outputs
+    ``p, sum, step + 1`` of each. The decayed rate ``lr / (1 + (t - 1) lr_decay)`` of each parameter's step
+    ``t`` is computed from its step tensor, in float64 as PyTorch computes it on the host."""
+    lr, lr_decay, eps, wd = args[4 * n:]
+    t = jnp.stack([s.astype(jnp.float64) for s in args[3:4 * n:4]]) + 1
+    neg_clr = -lr / (1 + (t - 1) * lr_decay)
+    out = []
+    for i in range(n):
+        p, g, acc, step = args[4 * i:4 * i + 4]
+        if l2:
+            g = g + p * wd
+        acc = acc + g * g
+        out.extend((p + g / (jnp.sqrt(acc) + eps) * neg_clr[i].astype(p.dtype), acc, step + 1))
     return tuple(out)
 
 
@@ -108,8 +165,19 @@ def _adam_numbers(group) -> tuple:
     return 1 - b1, b1, b2, 1 - b2, lr, group["eps"], float(wd)
 
 
+def _rmsprop_numbers(group) -> tuple:
+    """The Python numbers the fused RMSprop op of ``group`` takes, in argument order."""
+    a = group["alpha"]
+    return a, 1 - a, group["eps"], group["momentum"], -group["lr"], float(group["weight_decay"])
+
+
+def _adagrad_numbers(group) -> tuple:
+    """The Python numbers the fused Adagrad op of ``group`` takes, in argument order."""
+    return group["lr"], group["lr_decay"], group["eps"], float(group["weight_decay"])
+
+
 def _sgd_numbers(group) -> tuple:
-    """The Python numbers the fused SGD-momentum op of ``group`` takes, in argument order."""
+    """The Python numbers the fused SGD op of ``group`` takes, in argument order."""
     return group["momentum"], 1 - group["dampening"], -group["lr"], float(group["weight_decay"])
 
 
@@ -144,8 +212,28 @@ def adam_update(params, group):
 
 
 def sgd_momentum_update(params, group):
-    """One fused SGD-momentum step of ``params``: a list of ``(p, g, buf)``; returns ``(p, buf)`` for each.
-    ``group``: the param group (learning rate, momentum, dampening, weight decay, nesterov)."""
+    """One fused SGD step of ``params``: a list of ``(p, g, buf)`` (``(p, g)`` where the group has no
+    momentum); returns ``(p, buf)`` (``(p,)``) for each. ``group``: the param group (learning rate,
+    momentum, dampening, weight decay, nesterov)."""
     tensors = [t for item in params for t in item]
+    momentum = bool(group["momentum"])
+    extra = {} if momentum else {"momentum": False}   # (the momentum op's params, and keys, stay as they were)
     return _groups(_fused_apply(_sgd_momentum, tensors, _sgd_numbers, group, n=len(params),
-                                nesterov=bool(group["nesterov"]), l2=bool(group["weight_decay"])), 2)
+                                nesterov=bool(group["nesterov"]), l2=bool(group["weight_decay"]), **extra),
+                   2 if momentum else 1)
+
+
+def rmsprop_update(params, group):
+    """One fused RMSprop step of ``params``: a list of ``(p, g, square_avg, [grad_avg], [momentum_buffer],
+    step)``; returns the new values of each but ``g``."""
+    tensors = [t for item in params for t in item]
+    centered, momentum = bool(group["centered"]), bool(group["momentum"] > 0)
+    return _groups(_fused_apply(_rmsprop, tensors, _rmsprop_numbers, group, n=len(params), centered=centered,
+                                momentum=momentum, l2=bool(group["weight_decay"])), 3 + centered + momentum)
+
+
+def adagrad_update(params, group):
+    """One fused Adagrad step of ``params``: a list of ``(p, g, sum, step)``; returns ``(p, sum, step)``."""
+    tensors = [t for item in params for t in item]
+    return _groups(_fused_apply(_adagrad, tensors, _adagrad_numbers, group, n=len(params),
+                                l2=bool(group["weight_decay"])), 3)

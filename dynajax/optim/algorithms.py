@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from ..ops.creation import full_like, state_zeros_like, tensor
-from ._fused import adam_update, fusable, sgd_momentum_update
+from ._fused import adagrad_update, adam_update, fusable, rmsprop_update, sgd_momentum_update
 from .optimizer import Optimizer, required, set_
 
 
@@ -16,6 +16,30 @@ def _check(**values) -> None:
 
 def _decay(grad: Tensor, p: Tensor, wd: float) -> Tensor:
     return grad + p * wd if wd else grad
+
+
+def _set_fused(fused: list, new: list) -> None:
+    """Rebind each parameter and state tensor of ``fused`` (items ``(p, grad, *state)``) to the new value a
+    fused update returned for it (``new``: per item, ``(p, *state)``)."""
+    for (p, _, *olds), (new_p, *news) in zip(fused, new):
+        set_(p, new_p)
+        for old, val in zip(olds, news):
+            set_(old, val)
+
+
+def _update_fused(opt, items: list, group: dict, names: list, update) -> None:
+    """Update the parameters of ``items`` (``(p, grad, state)``) whose state tensors ``names`` and float step
+    ``update`` (a fused op of ``_fused``) covers in one op; the others one by one (``opt._update``)."""
+    fused = []
+    for p, grad, state in items:
+        opt._init_state(p, state, group)
+        kept = [state[k] for k in names]
+        if fusable(p, grad, *kept) and state["step"]._value.dtype.kind == "f":
+            fused.append((p, grad, *kept, state["step"]))
+        else:
+            opt._update(p, grad, state, group)
+    if fused:
+        _set_fused(fused, update(fused, group))
 
 
 class SGD(Optimizer):
@@ -44,13 +68,12 @@ class SGD(Optimizer):
                 buf = state["momentum_buffer"] = state_zeros_like(p)
             if group["momentum"] and buf is not None and fusable(p, grad, buf):
                 fused.append((p, grad, buf))
+            elif not group["momentum"] and fusable(p, grad):
+                fused.append((p, grad))
             else:
                 self._update(p, grad, state, group)
         if fused:
-            new = sgd_momentum_update(fused, group)
-            for (p, _, buf), (new_p, new_buf) in zip(fused, new):
-                set_(buf, new_buf)
-                set_(p, new_p)
+            _set_fused(fused, sgd_momentum_update(fused, group))
 
     def _update(self, p, grad, state, group) -> None:
         grad = _decay(grad, p, group["weight_decay"])
@@ -84,21 +107,8 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay or self._decoupled))
 
     def _update_group(self, items, group) -> None:
-        fused = []
-        moments = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else ("exp_avg", "exp_avg_sq")
-        for p, grad, state in items:
-            self._init_state(p, state, group)
-            kept = [state[k] for k in moments]
-            if fusable(p, grad, *kept) and state["step"]._value.dtype.kind == "f":
-                fused.append((p, grad, *kept, state["step"]))
-            else:
-                self._update(p, grad, state, group)
-        if fused:
-            new = adam_update(fused, group)
-            for (p, _, *olds), (new_p, *news) in zip(fused, new):
-                set_(p, new_p)
-                for old, val in zip(olds, news):
-                    set_(old, val)
+        _update_fused(self, items, group, ["exp_avg", "exp_avg_sq"] + ["max_exp_avg_sq"] * bool(group["amsgrad"]),
+                      adam_update)
 
     @staticmethod
     def _init_state(p, state, group) -> None:
@@ -156,7 +166,8 @@ class RMSprop(Optimizer):
                                       weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable))
 
-    def _update(self, p, grad, state, group) -> None:
+    @staticmethod
+    def _init_state(p, state, group) -> None:
         if not state:
             state["step"] = tensor(0.0)
             state["square_avg"] = state_zeros_like(p)
@@ -164,6 +175,13 @@ class RMSprop(Optimizer):
                 state["momentum_buffer"] = state_zeros_like(p)
             if group["centered"]:
                 state["grad_avg"] = state_zeros_like(p)
+
+    def _update_group(self, items, group) -> None:
+        _update_fused(self, items, group, ["square_avg"] + ["grad_avg"] * bool(group["centered"])
+                      + ["momentum_buffer"] * (group["momentum"] > 0), rmsprop_update)
+
+    def _update(self, p, grad, state, group) -> None:
+        self._init_state(p, state, group)
         self._step(state)
         grad = _decay(grad, p, group["weight_decay"])
         a = group["alpha"]
@@ -200,6 +218,13 @@ class Adagrad(Optimizer):
             for p in g["params"]:
                 self.state[p]["step"] = tensor(0.0)
                 self.state[p]["sum"] = full_like(p, g["initial_accumulator_value"])
+
+    @staticmethod
+    def _init_state(p, state, group) -> None:   # (made with the optimizer)
+        pass
+
+    def _update_group(self, items, group) -> None:
+        _update_fused(self, items, group, ["sum"], adagrad_update)
 
     def _update(self, p, grad, state, group) -> None:
         step = self._step(state)
