@@ -344,7 +344,8 @@ entry("batch_norm_backward_backward", vjp_of(lambda *a: _bn_vjp(*a)[0], wrt=(0, 
 
 
 # ---------------------------------------------------------------- fused optimizer updates (no VJP)
-from dynajax.optim._fused import adagrad_update, adam_update, rmsprop_update, sgd_momentum_update  # noqa: E402
+from dynajax.optim._fused import (adadelta_update, adagrad_update, adam_update, rmsprop_update,  # noqa: E402
+                                  sgd_momentum_update)
 
 _ADAM = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, decoupled_weight_decay=True)
 
@@ -373,6 +374,11 @@ entry("adagrad_update",
           [(p1, g1, s1, t1), (p2, g2, s2, t2)], dict(lr=0.1, lr_decay=0.01, eps=1e-10, weight_decay=0.01))
           for x in new],
       _two_params(3, (np.array(3.0), np.array(7.0))), order=0)
+entry("adadelta_update",
+      lambda p1, g1, s1, a1, p2, g2, s2, a2, t1, t2: [x for new in adadelta_update(
+          [(p1, g1, s1, a1, t1), (p2, g2, s2, a2, t2)], dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.01))
+          for x in new],
+      _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 entry("sgd_momentum_update",
       lambda p1, g1, b1, p2, g2, b2: [x for new in sgd_momentum_update(
           [(p1, g1, b1), (p2, g2, b2)], dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True))

@@ -709,8 +709,9 @@ def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatc
                                       lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
                                       lambda ps: optim.SGD(ps, lr=0.1),
                                       lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
-                                      lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.01)],
-                         ids=["adam_l2", "adamw_amsgrad", "sgd_momentum", "sgd", "rmsprop", "adagrad"])
+                                      lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
+                                      lambda ps: optim.Adadelta(ps, lr=1.0, weight_decay=0.01)],
+                         ids=["adam_l2", "adamw_amsgrad", "sgd_momentum", "sgd", "rmsprop", "adagrad", "adadelta"])
 def test_a_per_step_learning_rate_schedule_keeps_its_speculative_runs(make_opt):
     def run(compiled):
         model = _mlp()

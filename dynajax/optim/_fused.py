@@ -1,5 +1,5 @@
 """Fused updates: one op for the whole update of all of a group's parameters, for Adam/AdamW (AMSGrad
-included), SGD (with or without momentum), RMSprop and Adagrad.
+included), SGD (with or without momentum), RMSprop, Adagrad and Adadelta.
 
 Written op by op, an Adam update is ~12 ops per parameter, each a dispatch in
 eager mode and a recorded op under ``dynajax.compile``; fused, it is one op
@@ -145,6 +145,23 @@ def _adagrad(*args, n, l2):
     return tuple(out)
 
 
+@op("adadelta_update", nout=VARIADIC)
+def _adadelta(*args, n, l2):
+    """Inputs: ``p, g, square_avg, acc_delta, step`` of each of the ``n`` parameters, then
+    ``rho, c, eps, neg_lr, wd`` (``c = 1 - rho``); outputs ``p, square_avg, acc_delta, step + 1`` of each."""
+    rho, c, eps, neg_lr, wd = args[5 * n:]
+    out = []
+    for i in range(n):
+        p, g, sq, acc, step = args[5 * i:5 * i + 5]
+        if l2:
+            g = g + p * wd
+        sq = sq * rho + g * g * c
+        delta = jnp.sqrt(acc + eps) / jnp.sqrt(sq + eps) * g
+        acc = acc * rho + delta * delta * c
+        out.extend((p + delta * neg_lr, sq, acc, step + 1))
+    return tuple(out)
+
+
 def fusable(*tensors) -> bool:
     """The fused updates cover real floating tensors of one dtype and shape (per parameter)."""
     v0 = tensors[0]._value
@@ -174,6 +191,12 @@ def _rmsprop_numbers(group) -> tuple:
 def _adagrad_numbers(group) -> tuple:
     """The Python numbers the fused Adagrad op of ``group`` takes, in argument order."""
     return group["lr"], group["lr_decay"], group["eps"], float(group["weight_decay"])
+
+
+def _adadelta_numbers(group) -> tuple:
+    """The Python numbers the fused Adadelta op of ``group`` takes, in argument order."""
+    rho = group["rho"]
+    return rho, 1 - rho, group["eps"], -group["lr"], float(group["weight_decay"])
 
 
 def _sgd_numbers(group) -> tuple:
@@ -237,3 +260,11 @@ def adagrad_update(params, group):
     tensors = [t for item in params for t in item]
     return _groups(_fused_apply(_adagrad, tensors, _adagrad_numbers, group, n=len(params),
                                 l2=bool(group["weight_decay"])), 3)
+
+
+def adadelta_update(params, group):
+    """One fused Adadelta step of ``params``: a list of ``(p, g, square_avg, acc_delta, step)``; returns
+    ``(p, square_avg, acc_delta, step)``."""
+    tensors = [t for item in params for t in item]
+    return _groups(_fused_apply(_adadelta, tensors, _adadelta_numbers, group, n=len(params),
+                                l2=bool(group["weight_decay"])), 4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from ..ops.creation import full_like, state_zeros_like, tensor
-from ._fused import adagrad_update, adam_update, fusable, rmsprop_update, sgd_momentum_update
+from ._fused import adadelta_update, adagrad_update, adam_update, fusable, rmsprop_update, sgd_momentum_update
 from .optimizer import Optimizer, required, set_
 
 
@@ -248,11 +248,18 @@ class Adadelta(Optimizer):
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                                       capturable=capturable, foreach=foreach, differentiable=differentiable))
 
-    def _update(self, p, grad, state, group) -> None:
+    @staticmethod
+    def _init_state(p, state, group) -> None:
         if not state:
             state["step"] = tensor(0.0)
             state["square_avg"] = state_zeros_like(p)
             state["acc_delta"] = state_zeros_like(p)
+
+    def _update_group(self, items, group) -> None:
+        _update_fused(self, items, group, ["square_avg", "acc_delta"], adadelta_update)
+
+    def _update(self, p, grad, state, group) -> None:
+        self._init_state(p, state, group)
         self._step(state)
         grad = _decay(grad, p, group["weight_decay"])
         rho, eps = group["rho"], group["eps"]
