@@ -1,6 +1,11 @@
 """Device names as in PyTorch ("cpu", "cuda", "cuda:1", "tpu") mapped onto JAX devices."""
 from __future__ import annotations
 
+import collections
+import os
+import sys
+import warnings
+
 import jax
 
 _PLATFORM = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "tpu": "tpu", "mps": "METAL"}
@@ -141,3 +146,57 @@ class cuda:
     @staticmethod
     def synchronize() -> None:
         pass
+
+
+# ---------------------------------------------------------------- eager recompiles
+# An eager op compiles one XLA kernel per new input shape. Inputs whose shapes keep changing (a varying
+# sequence length, a decode loop that grows its sequence) then compile every op again and again; the
+# first such storm in a process gets one warning naming the way out.
+STORM_SECONDS = 20.0    # eager compile time, all kernels together, before the warning may fire
+STORM_KERNELS = 32      # and compiles of one op's kernel (a parameter set or shape each)
+_EAGER_NAMES: set = set()                  # the jit names of eager op kernels
+_EAGER_COMPILES: collections.Counter = collections.Counter()   # kernel name -> XLA compiles
+_STORM = {"seconds": 0.0, "warned": False, "listening": False}
+
+
+def watch_eager_kernel(name: str) -> None:
+    """Count the XLA compiles of the eager kernel whose compiles JAX reports as ``name`` ("jit(op)"),
+    listening from the first one."""
+    _EAGER_NAMES.add(name)
+    if not _STORM["listening"]:
+        _STORM["listening"] = True
+        jax.monitoring.register_event_duration_secs_listener(_on_compile)
+
+
+def _on_compile(event: str, secs: float, fun_name: str = "", **_) -> None:
+    if event != "/jax/core/compile/backend_compile_duration" or fun_name not in _EAGER_NAMES:
+        return
+    _EAGER_COMPILES[fun_name] += 1
+    _STORM["seconds"] += secs
+    if _STORM["warned"] or _STORM["seconds"] < STORM_SECONDS:
+        return
+    top, n = _EAGER_COMPILES.most_common(1)[0]
+    if n < STORM_KERNELS:
+        return
+    _STORM["warned"] = True
+    _warn_at_caller(
+        f"dynajax: eager ops have compiled {sum(_EAGER_COMPILES.values())} XLA kernels in "
+        f"{_STORM['seconds']:.0f} s, {n} of them for op '{top[4:-1]}' alone. An eager op compiles once per new "
+        "input shape, so inputs whose shapes keep changing (varying sequence lengths, a decode loop growing "
+        "its sequence) compile every op again. Compile the step with dynajax.compile(step, "
+        "dynamic={'x': {1: [32, 64, 128]}}) to pad the varying dim to a few bucket sizes (one executable "
+        "each; a loop over it rolls into one scan), or pad the inputs to a few lengths "
+        "(dynajax.utils.data.pad_sequence(..., multiple_of=16)).")
+
+
+_LIBRARIES = tuple(os.path.dirname(m.__file__) + os.sep for m in (jax, sys.modules[__package__]))
+
+
+def _warn_at_caller(message: str) -> None:
+    """A UserWarning shown at the innermost frame outside JAX and dynajax (the user's line that ran
+    the op), however deep inside them it is raised."""
+    f = sys._getframe(1)
+    while f.f_back is not None and f.f_code.co_filename.startswith(_LIBRARIES):
+        f = f.f_back
+    warnings.warn_explicit(message, UserWarning, f.f_code.co_filename, f.f_lineno,
+                           module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault("__warningregistry__", {}))

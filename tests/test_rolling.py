@@ -3,6 +3,7 @@ gradients of the eager step, compile a graph whose size does not grow with the t
 steps run one executable per bucket."""
 from __future__ import annotations
 
+import collections
 import copy
 import warnings
 
@@ -298,6 +299,34 @@ def test_recompile_warning_suggests_dynamic():
         for n in (2, 3, 4):
             step(dj.ones(n))
     assert any("dynamic=" in str(x.message) for x in w)
+
+
+def test_eager_recompile_storm_warns_once_at_the_callers_line(monkeypatch):
+    """Eager ops whose input shapes keep changing compile a kernel per shape: past a threshold (lowered
+    here) one warning names the op and the way out (compile with dynamic=), at the user's line."""
+    from dynajax import _device
+    monkeypatch.setattr(_device, "STORM_SECONDS", 0.0)
+    monkeypatch.setattr(_device, "STORM_KERNELS", 4)
+    monkeypatch.setattr(_device, "_EAGER_COMPILES", collections.Counter())
+    monkeypatch.setitem(_device._STORM, "warned", False)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(301, 304):   # shapes no other test makes: each compiles the kernel
+            dj.ones(n, 13).expm1()
+        assert w == []
+        x = dj.ones(304, 13)
+        x.expm1()   # the fourth shape: one warning, here
+        for n in range(305, 308):
+            dj.ones(n, 13).expm1()
+    storm = [x for x in w if "eager ops have compiled" in str(x.message)]
+    assert len(storm) == 1 and "'expm1'" in str(storm[0].message) and "dynamic=" in str(storm[0].message)
+    assert storm[0].filename == __file__ and storm[0].lineno == x_line(__file__, "x.expm1()   # the fourth")
+    assert _device._EAGER_COMPILES["jit(expm1)"] == 7
+
+
+def x_line(path: str, text: str) -> int:
+    with open(path) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line and "x_line" not in line)
 
 
 def test_bucket_batch_sampler_and_pad_sequence():

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.graph import Node
-from .._device import eager_compiler_options
+from .._device import eager_compiler_options, watch_eager_kernel
 
 _LOAD_OPS = {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
              "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW",
@@ -122,7 +122,7 @@ class Op:
         fn = cache.get(key)
         if fn is None:
             f = functools.partial(self.impl, **params) if params else self.impl
-            fn = jax.jit(_eager_kernel(f, self.impl), compiler_options=eager_compiler_options()) if eager \
+            fn = jax.jit(_eager_kernel(f, self.name), compiler_options=eager_compiler_options()) if eager \
                 else jax.jit(f)
             cache[key] = fn
         return fn
@@ -138,16 +138,17 @@ def eager_kernel() -> bool:
     return _EAGER[0]
 
 
-def _eager_kernel(f, impl):
+def _eager_kernel(f, name: str):
     """``f`` with :func:`eager_kernel` True while it runs: its Python runs only when ``jax.jit`` traces it,
-    so this costs nothing per call."""
+    so this costs nothing per call. Named after op ``name`` (jit's name in profiles and compile logs)."""
     def kernel(*args):
         prev, _EAGER[0] = _EAGER[0], True
         try:
             return f(*args)
         finally:
             _EAGER[0] = prev
-    kernel.__name__ = kernel.__qualname__ = getattr(impl, "__name__", "kernel")   # jit's name in profiles
+    kernel.__name__ = kernel.__qualname__ = name
+    watch_eager_kernel(f"jit({name})")
     return kernel
 
 
