@@ -26,7 +26,7 @@ plain and speculated calls, and the key keeps speculating only if the median
 time from one call's start to the next was shorter speculated. A key whose
 inputs keep changing under it (a Python number in the forward changed every
 step, grads accumulated across steps) stops speculating after a few misses.
-The fused optimizer updates (Adam, SGD, RMSprop, Adagrad, Adadelta) give each of their numbers a
+The fused optimizer updates (every optimizer's but LBFGS) give each of their numbers a
 recipe (``_capture.scalar_recipes``) that reads it again from the param group,
 so a learning-rate schedule that steps every call keeps its runs.
 """

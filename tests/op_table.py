@@ -344,8 +344,8 @@ entry("batch_norm_backward_backward", vjp_of(lambda *a: _bn_vjp(*a)[0], wrt=(0, 
 
 
 # ---------------------------------------------------------------- fused optimizer updates (no VJP)
-from dynajax.optim._fused import (adadelta_update, adagrad_update, adam_update, rmsprop_update,  # noqa: E402
-                                  sgd_momentum_update)
+from dynajax.optim._fused import (adadelta_update, adagrad_update, adam_update, adamax_update,  # noqa: E402
+                                  nadam_update, radam_update, rmsprop_update, sgd_momentum_update)
 
 _ADAM = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, decoupled_weight_decay=True)
 
@@ -378,6 +378,19 @@ entry("adadelta_update",
       lambda p1, g1, s1, a1, p2, g2, s2, a2, t1, t2: [x for new in adadelta_update(
           [(p1, g1, s1, a1, t1), (p2, g2, s2, a2, t2)], dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.01))
           for x in new],
+      _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
+entry("adamax_update",
+      lambda p1, g1, m1, u1, p2, g2, m2, u2, t1, t2: [x for new in adamax_update(
+          [(p1, g1, m1, u1, t1), (p2, g2, m2, u2, t2)], dict(lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1))
+          for x in new],
+      _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
+entry("nadam_update",
+      lambda p1, g1, m1, v1, p2, g2, m2, v2, q1, q2, t1, t2: [x for new in nadam_update(
+          [(p1, g1, m1, v1, q1, t1), (p2, g2, m2, v2, q2, t2)], dict(_ADAM, momentum_decay=4e-3)) for x in new],
+      _two_params(4, (np.array(0.8), np.array(0.7), np.array(3.0), np.array(7.0))), order=0)
+entry("radam_update",   # betas (0.9, 0.999): the first parameter before rectification (step 4), the second after (8)
+      lambda p1, g1, m1, v1, p2, g2, m2, v2, t1, t2: [x for new in radam_update(
+          [(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], _ADAM) for x in new],
       _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 entry("sgd_momentum_update",
       lambda p1, g1, b1, p2, g2, b2: [x for new in sgd_momentum_update(

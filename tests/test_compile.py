@@ -710,8 +710,12 @@ def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatc
                                       lambda ps: optim.SGD(ps, lr=0.1),
                                       lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
                                       lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
-                                      lambda ps: optim.Adadelta(ps, lr=1.0, weight_decay=0.01)],
-                         ids=["adam_l2", "adamw_amsgrad", "sgd_momentum", "sgd", "rmsprop", "adagrad", "adadelta"])
+                                      lambda ps: optim.Adadelta(ps, lr=1.0, weight_decay=0.01),
+                                      lambda ps: optim.Adamax(ps, lr=0.01),
+                                      lambda ps: optim.NAdam(ps, lr=0.01, decoupled_weight_decay=True, weight_decay=0.1),
+                                      lambda ps: optim.RAdam(ps, lr=0.01)],
+                         ids=["adam_l2", "adamw_amsgrad", "sgd_momentum", "sgd", "rmsprop", "adagrad", "adadelta",
+                              "adamax", "nadam", "radam"])
 def test_a_per_step_learning_rate_schedule_keeps_its_speculative_runs(make_opt):
     def run(compiled):
         model = _mlp()

@@ -69,7 +69,12 @@ FUSED = [("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1), "adam_update"),
          ("RMSprop", dict(lr=0.01), "rmsprop_update"),
          ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1), "rmsprop_update"),
          ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1, weight_decay=0.1), "adagrad_update"),
-         ("Adadelta", dict(lr=1.0, rho=0.8, weight_decay=0.01), "adadelta_update")]
+         ("Adadelta", dict(lr=1.0, rho=0.8, weight_decay=0.01), "adadelta_update"),
+         ("Adamax", dict(lr=0.01, weight_decay=0.1), "adamax_update"),
+         ("NAdam", dict(lr=0.01, weight_decay=0.1), "nadam_update"),
+         ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), "nadam_update"),
+         ("RAdam", dict(lr=0.01, weight_decay=0.1), "radam_update"),   # rectified from step 6 on
+         ("RAdam", dict(lr=0.01, betas=(0.9, 0.5), decoupled_weight_decay=True, weight_decay=0.1), "radam_update")]
 
 
 @pytest.mark.parametrize("name,kwargs,op", FUSED, ids=[f"{n}-{i}" for i, (n, *_) in enumerate(FUSED)])

@@ -1,13 +1,14 @@
 """Fused updates: one op for the whole update of all of a group's parameters, for Adam/AdamW (AMSGrad
-included), SGD (with or without momentum), RMSprop, Adagrad and Adadelta.
+included), SGD (with or without momentum), RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam.
 
 Written op by op, an Adam update is ~12 ops per parameter, each a dispatch in
 eager mode and a recorded op under ``dynajax.compile``; fused, it is one op
 for the group (PyTorch's ``foreach`` form): one dispatch eagerly, one recorded
 op (one shape lookup, one set of output Syms) when compiled, whatever the
 number of parameters. The arithmetic per parameter is the unfused update's, in
-the same order; Adam's bias corrections and Adagrad's decayed rate are
-computed inside the op from the step tensor, in float64 as PyTorch computes
+the same order; the numbers that depend on the step (bias corrections, Adagrad's
+decayed rate, NAdam's momentum schedule, RAdam's rectification and its branch)
+are computed inside the op from the step tensors, in float64 as PyTorch computes
 them on the host (so a compiled step's key and numbers do not depend on step
 counts), and the results equal the earlier
 host-constant version bit for bit and PyTorch's single-tensor update within
@@ -42,10 +43,7 @@ def _bias_corrections(steps, b1, b2, lr):
 def _adam_one(p, g, m, v, *rest, neg_step_size, inv_bc2_sqrt, c1, b2, c2, eps, wd, weight_decay):
     """One parameter's update; ``rest``: ``step`` or, for AMSGrad, ``v_max, step``."""
     step = rest[-1] + 1
-    if weight_decay == "decoupled":
-        p = p * wd
-    elif weight_decay == "l2":
-        g = g + p * wd
+    p, g = _decayed(p, g, wd, weight_decay)
     m = m + (g - m) * c1
     v = v * b2 + g * g * c2
     v_max = jnp.maximum(rest[0], v) if len(rest) == 2 else None
@@ -162,6 +160,94 @@ def _adadelta(*args, n, l2):
     return tuple(out)
 
 
+def _decayed(p, g, wd, weight_decay):
+    """``(p, g)`` after weight decay: "decoupled" scales ``p`` by ``wd`` (``1 - lr * weight_decay``), "l2" adds
+    ``p * wd`` to ``g``, "" neither."""
+    if weight_decay == "decoupled":
+        return p * wd, g
+    if weight_decay == "l2":
+        return p, g + p * wd
+    return p, g
+
+
+def _next_steps(args, k: int, n: int):
+    """The float64 step count each of the ``n`` parameters reaches now, from their step tensors (the last
+    of each parameter's ``k`` inputs)."""
+    return jnp.stack([s.astype(jnp.float64) for s in args[k - 1:k * n:k]]) + 1
+
+
+@op("adamax_update", nout=VARIADIC)
+def _adamax(*args, n, l2):
+    """Inputs: ``p, g, exp_avg, exp_inf, step`` of each of the ``n`` parameters, then ``c1, b1, b2, lr, eps,
+    wd`` (``c1 = 1 - b1``); outputs ``p, exp_avg, exp_inf, step + 1`` of each. The step size
+    ``lr / (1 - b1^t)`` comes from the step tensors (float64, as PyTorch's host number)."""
+    c1, b1, b2, lr, eps, wd = args[5 * n:]
+    neg_clr = -lr / (1 - b1 ** _next_steps(args, 5, n))
+    out = []
+    for i in range(n):
+        p, g, m, u, step = args[5 * i:5 * i + 5]
+        p, g = _decayed(p, g, wd, "l2" if l2 else "")
+        m = m + (g - m) * c1
+        u = jnp.maximum(u * b2, jnp.abs(g) + eps)
+        out.extend((p + (m / u) * neg_clr[i].astype(p.dtype), m, u, step + 1))
+    return tuple(out)
+
+
+@op("nadam_update", nout=VARIADIC)
+def _nadam(*args, n, weight_decay):
+    """Inputs: ``p, g, exp_avg, exp_avg_sq, mu_product, step`` of each of the ``n`` parameters (``mu_product``
+    0-d), then ``c1, b1, b2, c2, lr, eps, wd, momentum_decay``; outputs ``p, exp_avg, exp_avg_sq, mu_product,
+    step + 1`` of each. The momentum schedule ``mu_t``, ``mu_{t+1}`` and the step sizes are computed from
+    the step tensors in float64, as PyTorch's host numbers; ``mu_product`` is multiplied in its own dtype,
+    as PyTorch's in-place product on the state tensor."""
+    c1, b1, b2, c2, lr, eps, wd, md = args[6 * n:]
+    t = _next_steps(args, 6, n)
+    mu = b1 * (1.0 - 0.5 * 0.96 ** (t * md))
+    mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * md))
+    bc2 = 1 - b2 ** t
+    out = []
+    for i in range(n):
+        p, g, m, v, prod, step = args[6 * i:6 * i + 6]
+        p, g = _decayed(p, g, wd, weight_decay)
+        prod = prod * mu[i].astype(prod.dtype)
+        pv = prod.astype(jnp.float64)
+        c_g = (-lr * (1.0 - mu[i]) / (1.0 - pv)).astype(p.dtype)
+        c_m = (-lr * mu_next[i] / (1.0 - pv * mu_next[i])).astype(p.dtype)
+        m = m + (g - m) * c1
+        v = v * b2 + g * g * c2
+        denom = jnp.sqrt(v / bc2[i].astype(p.dtype)) + eps
+        p = p + (g / denom) * c_g
+        out.extend((p + (m / denom) * c_m, m, v, prod, step + 1))
+    return tuple(out)
+
+
+@op("radam_update", nout=VARIADIC)
+def _radam(*args, n, weight_decay):
+    """Inputs: ``p, g, exp_avg, exp_avg_sq, step`` of each of the ``n`` parameters, then ``c1, b1, b2, c2, lr,
+    eps, wd``; outputs ``p, exp_avg, exp_avg_sq, step + 1`` of each. The rectification, and whether it
+    applies yet (``rho_t > 5``), come from the step tensors in float64, as PyTorch's host numbers and
+    branch."""
+    c1, b1, b2, c2, lr, eps, wd = args[5 * n:]
+    t = _next_steps(args, 5, n)
+    bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+    rho_inf = 2 / (1 - b2) - 1
+    rho_t = rho_inf - 2 * t * b2 ** t / bc2
+    safe = jnp.where(rho_t > 5.0, rho_t, rho_inf)   # (the rectification's root is taken where it applies)
+    rect = jnp.sqrt((safe - 4) * (safe - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * safe))
+    out = []
+    for i in range(n):
+        p, g, m, v, step = args[5 * i:5 * i + 5]
+        p, g = _decayed(p, g, wd, weight_decay)
+        m = m + (g - m) * c1
+        v = v * b2 + g * g * c2
+        dt = p.dtype
+        m_hat_lr = m / bc1[i].astype(dt) * lr
+        rectified = m_hat_lr * (jnp.sqrt(bc2[i]).astype(dt) / (jnp.sqrt(v) + eps)) * rect[i].astype(dt)
+        p = jnp.where(rho_t[i] > 5.0, p - rectified, p - m_hat_lr)
+        out.extend((p, m, v, step + 1))
+    return tuple(out)
+
+
 def fusable(*tensors) -> bool:
     """The fused updates cover real floating tensors of one dtype and shape (per parameter)."""
     v0 = tensors[0]._value
@@ -177,7 +263,7 @@ def _adam_numbers(group) -> tuple:
     """The Python numbers the fused Adam op of ``group`` (a param group) takes, in argument order."""
     b1, b2 = group["betas"]
     lr, wd = group["lr"], group["weight_decay"]
-    if group["decoupled_weight_decay"]:
+    if group.get("decoupled_weight_decay"):
         wd = 1 - lr * wd
     return 1 - b1, b1, b2, 1 - b2, lr, group["eps"], float(wd)
 
@@ -197,6 +283,17 @@ def _adadelta_numbers(group) -> tuple:
     """The Python numbers the fused Adadelta op of ``group`` takes, in argument order."""
     rho = group["rho"]
     return rho, 1 - rho, group["eps"], -group["lr"], float(group["weight_decay"])
+
+
+def _adamax_numbers(group) -> tuple:
+    """The Python numbers the fused Adamax op of ``group`` takes, in argument order."""
+    b1, b2 = group["betas"]
+    return 1 - b1, b1, b2, group["lr"], group["eps"], float(group["weight_decay"])
+
+
+def _nadam_numbers(group) -> tuple:
+    """The Python numbers the fused NAdam op of ``group`` takes, in argument order."""
+    return _adam_numbers(group) + (group["momentum_decay"],)
 
 
 def _sgd_numbers(group) -> tuple:
@@ -225,13 +322,11 @@ def adam_update(params, group):
     """One fused Adam step of ``params``: a list of ``(p, g, m, v, step)``, or ``(p, g, m, v, v_max, step)``
     where ``group["amsgrad"]``; returns the new ``(p, m, v, step)`` (``(p, m, v, v_max, step)``) of each.
     ``group``: the param group (learning rate, betas, eps, weight decay and its mode, amsgrad)."""
-    wd = group["weight_decay"]
-    mode = "" if not wd else ("decoupled" if group["decoupled_weight_decay"] else "l2")
     amsgrad = bool(group.get("amsgrad"))
     tensors = [t for item in params for t in item]
     extra = {"amsgrad": True} if amsgrad else {}   # (the plain op's params, and so its keys, stay as they were)
-    return _groups(_fused_apply(_adam, tensors, _adam_numbers, group, n=len(params), weight_decay=mode, **extra),
-                   5 if amsgrad else 4)
+    return _groups(_fused_apply(_adam, tensors, _adam_numbers, group, n=len(params),
+                                weight_decay=_weight_decay_mode(group), **extra), 5 if amsgrad else 4)
 
 
 def sgd_momentum_update(params, group):
@@ -268,3 +363,32 @@ def adadelta_update(params, group):
     tensors = [t for item in params for t in item]
     return _groups(_fused_apply(_adadelta, tensors, _adadelta_numbers, group, n=len(params),
                                 l2=bool(group["weight_decay"])), 4)
+
+
+def _weight_decay_mode(group) -> str:
+    wd = group["weight_decay"]
+    return "" if not wd else ("decoupled" if group.get("decoupled_weight_decay") else "l2")
+
+
+def adamax_update(params, group):
+    """One fused Adamax step of ``params``: a list of ``(p, g, exp_avg, exp_inf, step)``; returns
+    ``(p, exp_avg, exp_inf, step)``."""
+    tensors = [t for item in params for t in item]
+    return _groups(_fused_apply(_adamax, tensors, _adamax_numbers, group, n=len(params),
+                                l2=bool(group["weight_decay"])), 4)
+
+
+def nadam_update(params, group):
+    """One fused NAdam step of ``params``: a list of ``(p, g, exp_avg, exp_avg_sq, mu_product, step)``;
+    returns ``(p, exp_avg, exp_avg_sq, mu_product, step)``."""
+    tensors = [t for item in params for t in item]
+    return _groups(_fused_apply(_nadam, tensors, _nadam_numbers, group, n=len(params),
+                                weight_decay=_weight_decay_mode(group)), 5)
+
+
+def radam_update(params, group):
+    """One fused RAdam step of ``params``: a list of ``(p, g, exp_avg, exp_avg_sq, step)``; returns
+    ``(p, exp_avg, exp_avg_sq, step)``."""
+    tensors = [t for item in params for t in item]
+    return _groups(_fused_apply(_radam, tensors, _adam_numbers, group, n=len(params),
+                                weight_decay=_weight_decay_mode(group)), 4)

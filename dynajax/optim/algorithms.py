@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from ..ops.creation import full_like, state_zeros_like, tensor
-from ._fused import adadelta_update, adagrad_update, adam_update, fusable, rmsprop_update, sgd_momentum_update
+from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, fusable, nadam_update,
+                     radam_update, rmsprop_update, sgd_momentum_update)
 from .optimizer import Optimizer, required, set_
 
 
@@ -27,15 +28,17 @@ def _set_fused(fused: list, new: list) -> None:
             set_(old, val)
 
 
-def _update_fused(opt, items: list, group: dict, names: list, update) -> None:
-    """Update the parameters of ``items`` (``(p, grad, state)``) whose state tensors ``names`` and float step
-    ``update`` (a fused op of ``_fused``) covers in one op; the others one by one (``opt._update``)."""
+def _update_fused(opt, items: list, group: dict, names: list, update, scalars: tuple = ()) -> None:
+    """Update the parameters of ``items`` (``(p, grad, state)``) whose state tensors ``names`` (each shaped as
+    the parameter), 0-d float states ``scalars`` and float step ``update`` (a fused op of ``_fused``) covers
+    in one op; the others one by one (``opt._update``)."""
     fused = []
     for p, grad, state in items:
         opt._init_state(p, state, group)
         kept = [state[k] for k in names]
-        if fusable(p, grad, *kept) and state["step"]._value.dtype.kind == "f":
-            fused.append((p, grad, *kept, state["step"]))
+        extra = [state[k] for k in scalars]
+        if fusable(p, grad, *kept) and all(t._value.dtype.kind == "f" for t in (*extra, state["step"])):
+            fused.append((p, grad, *kept, *extra, state["step"]))
         else:
             opt._update(p, grad, state, group)
     if fused:
@@ -283,14 +286,22 @@ class _AdamFamily(Optimizer):
                 raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
         super().__init__(params, defaults)
 
-    def _moments(self, p, grad, state, group):
-        """Update the first moment (and init state); returns (step, grad after weight decay)."""
+    def _init_state(self, p, state, group) -> None:
         if not state:
             state["step"] = tensor(0.0)
             if "momentum_decay" in group:
                 state["mu_product"] = tensor(1.0)
             state["exp_avg"] = state_zeros_like(p)
             state[self._second] = state_zeros_like(p)
+
+    def _update_group(self, items, group) -> None:
+        _update_fused(self, items, group, ["exp_avg", self._second], self._fused_update, self._fused_scalars)
+
+    _fused_scalars: tuple = ()
+
+    def _moments(self, p, grad, state, group):
+        """Update the first moment (and init state); returns (step, grad after weight decay)."""
+        self._init_state(p, state, group)
         step = self._step(state)
         wd = group["weight_decay"]
         if group.get("decoupled_weight_decay") and wd:
@@ -310,6 +321,7 @@ class Adamax(_AdamFamily):
     """Adam with an infinity-norm second moment."""
 
     _second = "exp_inf"
+    _fused_update = staticmethod(adamax_update)
 
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
                  foreach=None, *, maximize: bool = False, differentiable: bool = False, capturable: bool = False):
@@ -327,6 +339,9 @@ class Adamax(_AdamFamily):
 
 class NAdam(_AdamFamily):
     """Adam with Nesterov momentum (and PyTorch's momentum decay schedule)."""
+
+    _fused_update = staticmethod(nadam_update)
+    _fused_scalars = ("mu_product",)
 
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
                  momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *, foreach=None,
@@ -351,6 +366,8 @@ class NAdam(_AdamFamily):
 
 class RAdam(_AdamFamily):
     """Rectified Adam: plain momentum SGD until the variance estimate is reliable."""
+
+    _fused_update = staticmethod(radam_update)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
                  decoupled_weight_decay: bool = False, *, foreach=None, maximize: bool = False,
