@@ -79,8 +79,8 @@ FUSED = [("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1), "adam_update"),
 
 @pytest.mark.parametrize("name,kwargs,op", FUSED, ids=[f"{n}-{i}" for i, (n, *_) in enumerate(FUSED)])
 def test_updates_are_one_fused_op_per_step(name, kwargs, op, monkeypatch):
-    """These optimizers update all of a group's parameters in one op per step (PyTorch's ``foreach`` form):
-    one dispatch eagerly, one recorded op in a compiled step; values and state as torch.optim's."""
+    """These optimizers update all of a group's parameters in one op per step (PyTorch's ``foreach`` form),
+    counted at dispatch; values and state as torch.optim's."""
     from dynajax.ops import registry
     names = []
     real = registry.run
