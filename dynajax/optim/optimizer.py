@@ -119,7 +119,7 @@ class Optimizer:
 
     def _update_group(self, items: list, group: dict) -> None:
         """Update one group's parameters, ``items`` a list of ``(param, grad, state)``: one ``_update``
-        each, unless the optimizer fuses them (Adam, SGD with momentum: one op for the group)."""
+        each, unless the optimizer fuses them into one op for the group (``algorithms._update_fused``)."""
         for p, g, state in items:
             self._update(p, g, state, group)
 
