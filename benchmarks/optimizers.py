@@ -15,7 +15,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import jax
 
@@ -24,7 +23,7 @@ import dynajax.nn as nn
 import dynajax.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compile_step import SIZES, _data, _dynajax_runner, _torch_runner  # noqa: E402
+from compile_step import SIZES, _data, _dynajax_runner, _time, _torch_runner  # noqa: E402
 
 OPTIMIZERS = [
     ("SGD", dict(lr=0.01)),
@@ -85,12 +84,9 @@ def measure(name: str, kwargs: dict, steps: int, rounds: int) -> dict:
         for _ in range(3):
             run()
     times = {k: [] for k in runs}
-    for _ in range(rounds):
+    for _ in range(rounds):   # interleaved rounds: machine noise hits all alike
         for k, run in runs.items():
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                run()
-            times[k].append((time.perf_counter() - t0) / steps * 1e3)
+            times[k].append(_time(run, steps, lambda r: r))   # (each runner waits for its step)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
