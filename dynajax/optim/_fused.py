@@ -25,9 +25,25 @@ from ..ops import registry
 from ..ops.registry import VARIADIC, apply, op
 
 
-def _bias_corrections(steps, b1, b2, lr):
-    """``-lr / (1 - b1^t)`` and ``1 / sqrt(1 - b2^t)`` for each parameter's next step ``t``, in float64 as
-    PyTorch computes them on the host, as two vectors.
+def _decayed(p, g, wd, weight_decay):
+    """``(p, g)`` after weight decay: "decoupled" scales ``p`` by ``wd`` (``1 - lr * weight_decay``), "l2" adds
+    ``p * wd`` to ``g``, "" neither."""
+    if weight_decay == "decoupled":
+        return p * wd, g
+    if weight_decay == "l2":
+        return p, g + p * wd
+    return p, g
+
+
+def _next_steps(args, k: int, n: int):
+    """The float64 step count each of the ``n`` parameters reaches now, from their step tensors (the last
+    of each parameter's ``k`` inputs)."""
+    return jnp.stack([s.astype(jnp.float64) for s in args[k - 1:k * n:k]]) + 1
+
+
+def _bias_corrections(t, b1, b2, lr):
+    """``-lr / (1 - b1^t)`` and ``1 / sqrt(1 - b2^t)`` for each parameter's next step ``t`` (``_next_steps``),
+    in float64 as PyTorch computes them on the host, as two vectors.
 
     - From the step tensors: the op's inputs do not depend on each parameter's step count, so
       parameters that skip updates (a branch a batch does not take) do not change a compiled step's key.
@@ -36,7 +52,6 @@ def _bias_corrections(steps, b1, b2, lr):
     - The second as a reciprocal: XLA turns the division by it into a multiplication anyway, and
       would compute that reciprocal per parameter, outside the fused update.
     """
-    t = jnp.stack([s.astype(jnp.float64) for s in steps]) + 1
     return -lr / (1 - b1 ** t), 1 / jnp.sqrt(1 - b2 ** t)
 
 
@@ -59,7 +74,7 @@ def _adam(*args, n, weight_decay, amsgrad=False):
     then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
     k = 6 if amsgrad else 5
     c1, b1, b2, c2, lr, eps, wd = args[k * n:]
-    corrections = _bias_corrections(args[k - 1:k * n:k], b1, b2, lr)
+    corrections = _bias_corrections(_next_steps(args, k, n), b1, b2, lr)
     cast: dict = {}   # the corrections in each parameter dtype: one conversion of the vectors per dtype
     out = []
     for i in range(n):
@@ -131,8 +146,7 @@ def _adagrad(*args, n, l2):
     ``p, sum, step + 1`` of each. The decayed rate ``lr / (1 + (t - 1) lr_decay)`` of each parameter's step
     ``t`` is computed from its step tensor, in float64 as PyTorch computes it on the host."""
     lr, lr_decay, eps, wd = args[4 * n:]
-    t = jnp.stack([s.astype(jnp.float64) for s in args[3:4 * n:4]]) + 1
-    neg_clr = -lr / (1 + (t - 1) * lr_decay)
+    neg_clr = -lr / (1 + (_next_steps(args, 4, n) - 1) * lr_decay)
     out = []
     for i in range(n):
         p, g, acc, step = args[4 * i:4 * i + 4]
@@ -160,22 +174,6 @@ def _adadelta(*args, n, l2):
     return tuple(out)
 
 
-def _decayed(p, g, wd, weight_decay):
-    """``(p, g)`` after weight decay: "decoupled" scales ``p`` by ``wd`` (``1 - lr * weight_decay``), "l2" adds
-    ``p * wd`` to ``g``, "" neither."""
-    if weight_decay == "decoupled":
-        return p * wd, g
-    if weight_decay == "l2":
-        return p, g + p * wd
-    return p, g
-
-
-def _next_steps(args, k: int, n: int):
-    """The float64 step count each of the ``n`` parameters reaches now, from their step tensors (the last
-    of each parameter's ``k`` inputs)."""
-    return jnp.stack([s.astype(jnp.float64) for s in args[k - 1:k * n:k]]) + 1
-
-
 @op("adamax_update", nout=VARIADIC)
 def _adamax(*args, n, l2):
     """Inputs: ``p, g, exp_avg, exp_inf, step`` of each of the ``n`` parameters, then ``c1, b1, b2, lr, eps,
@@ -186,7 +184,8 @@ def _adamax(*args, n, l2):
     out = []
     for i in range(n):
         p, g, m, u, step = args[5 * i:5 * i + 5]
-        p, g = _decayed(p, g, wd, "l2" if l2 else "")
+        if l2:
+            g = g + p * wd
         m = m + (g - m) * c1
         u = jnp.maximum(u * b2, jnp.abs(g) + eps)
         out.extend((p + (m / u) * neg_clr[i].astype(p.dtype), m, u, step + 1))
@@ -255,10 +254,6 @@ def fusable(*tensors) -> bool:
     return dt.kind == "f" and all(t._value.dtype == dt and tuple(t._value.shape) == shape for t in tensors[1:])
 
 
-def _groups(flat: tuple, k: int) -> list:
-    return [flat[i:i + k] for i in range(0, len(flat), k)]
-
-
 def _adam_numbers(group) -> tuple:
     """The Python numbers the fused Adam op of ``group`` (a param group) takes, in argument order."""
     b1, b2 = group["betas"]
@@ -301,17 +296,22 @@ def _sgd_numbers(group) -> tuple:
     return group["momentum"], 1 - group["dampening"], -group["lr"], float(group["weight_decay"])
 
 
-def _fused_apply(fn, tensors: list, numbers, group, **params):
-    """``apply(fn, *tensors, *numbers(group))``; while ``dynajax.compile`` records, each number carries how
-    to read it again from ``group`` (``_capture.scalar_recipes``: a speculative run passes the next
-    call's numbers, a learning-rate schedule's included)."""
+def _fused_apply(fn, items: list, numbers, group, **params) -> list:
+    """``apply(fn, *tensors of items, *numbers(group))`` regrouped per item: each item (a parameter's
+    ``(p, g, *state)``) gets back the new value of each of its tensors but ``g``. While ``dynajax.compile``
+    records, each number carries how to read it again from ``group`` (``_capture.scalar_recipes``: a
+    speculative run passes the next call's numbers, a learning-rate schedule's included)."""
+    tensors = [t for item in items for t in item]
     nums = numbers(group)
     if not registry.record_creation:   # eager: nothing records
-        return apply(fn, *tensors, *nums, **params)
-    from .._capture import scalar_recipes
-    n = len(tensors)
-    with scalar_recipes({n + k: functools.partial(_number, numbers, group, k) for k in range(len(nums))}):
-        return apply(fn, *tensors, *nums, **params)
+        out = apply(fn, *tensors, *nums, **params)
+    else:
+        from .._capture import scalar_recipes
+        n = len(tensors)
+        with scalar_recipes({n + k: functools.partial(_number, numbers, group, k) for k in range(len(nums))}):
+            out = apply(fn, *tensors, *nums, **params)
+    k = len(items[0]) - 1
+    return [out[i:i + k] for i in range(0, len(out), k)]
 
 
 def _number(numbers, group, k):
@@ -322,47 +322,36 @@ def adam_update(params, group):
     """One fused Adam step of ``params``: a list of ``(p, g, m, v, step)``, or ``(p, g, m, v, v_max, step)``
     where ``group["amsgrad"]``; returns the new ``(p, m, v, step)`` (``(p, m, v, v_max, step)``) of each.
     ``group``: the param group (learning rate, betas, eps, weight decay and its mode, amsgrad)."""
-    amsgrad = bool(group.get("amsgrad"))
-    tensors = [t for item in params for t in item]
-    extra = {"amsgrad": True} if amsgrad else {}   # (the plain op's params, and so its keys, stay as they were)
-    return _groups(_fused_apply(_adam, tensors, _adam_numbers, group, n=len(params),
-                                weight_decay=_weight_decay_mode(group), **extra), 5 if amsgrad else 4)
+    extra = {"amsgrad": True} if group.get("amsgrad") else {}   # (the plain op's params, and keys, as they were)
+    return _fused_apply(_adam, params, _adam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group),
+                        **extra)
 
 
 def sgd_momentum_update(params, group):
     """One fused SGD step of ``params``: a list of ``(p, g, buf)`` (``(p, g)`` where the group has no
     momentum); returns ``(p, buf)`` (``(p,)``) for each. ``group``: the param group (learning rate,
     momentum, dampening, weight decay, nesterov)."""
-    tensors = [t for item in params for t in item]
-    momentum = bool(group["momentum"])
-    extra = {} if momentum else {"momentum": False}   # (the momentum op's params, and keys, stay as they were)
-    return _groups(_fused_apply(_sgd_momentum, tensors, _sgd_numbers, group, n=len(params),
-                                nesterov=bool(group["nesterov"]), l2=bool(group["weight_decay"]), **extra),
-                   2 if momentum else 1)
+    extra = {} if group["momentum"] else {"momentum": False}   # (the momentum op's params, and keys, as they were)
+    return _fused_apply(_sgd_momentum, params, _sgd_numbers, group, n=len(params), nesterov=bool(group["nesterov"]),
+                        l2=bool(group["weight_decay"]), **extra)
 
 
 def rmsprop_update(params, group):
     """One fused RMSprop step of ``params``: a list of ``(p, g, square_avg, [grad_avg], [momentum_buffer],
     step)``; returns the new values of each but ``g``."""
-    tensors = [t for item in params for t in item]
-    centered, momentum = bool(group["centered"]), bool(group["momentum"] > 0)
-    return _groups(_fused_apply(_rmsprop, tensors, _rmsprop_numbers, group, n=len(params), centered=centered,
-                                momentum=momentum, l2=bool(group["weight_decay"])), 3 + centered + momentum)
+    return _fused_apply(_rmsprop, params, _rmsprop_numbers, group, n=len(params), centered=bool(group["centered"]),
+                        momentum=bool(group["momentum"] > 0), l2=bool(group["weight_decay"]))
 
 
 def adagrad_update(params, group):
     """One fused Adagrad step of ``params``: a list of ``(p, g, sum, step)``; returns ``(p, sum, step)``."""
-    tensors = [t for item in params for t in item]
-    return _groups(_fused_apply(_adagrad, tensors, _adagrad_numbers, group, n=len(params),
-                                l2=bool(group["weight_decay"])), 3)
+    return _fused_apply(_adagrad, params, _adagrad_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
 
 
 def adadelta_update(params, group):
     """One fused Adadelta step of ``params``: a list of ``(p, g, square_avg, acc_delta, step)``; returns
     ``(p, square_avg, acc_delta, step)``."""
-    tensors = [t for item in params for t in item]
-    return _groups(_fused_apply(_adadelta, tensors, _adadelta_numbers, group, n=len(params),
-                                l2=bool(group["weight_decay"])), 4)
+    return _fused_apply(_adadelta, params, _adadelta_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
 
 
 def _weight_decay_mode(group) -> str:
@@ -373,22 +362,16 @@ def _weight_decay_mode(group) -> str:
 def adamax_update(params, group):
     """One fused Adamax step of ``params``: a list of ``(p, g, exp_avg, exp_inf, step)``; returns
     ``(p, exp_avg, exp_inf, step)``."""
-    tensors = [t for item in params for t in item]
-    return _groups(_fused_apply(_adamax, tensors, _adamax_numbers, group, n=len(params),
-                                l2=bool(group["weight_decay"])), 4)
+    return _fused_apply(_adamax, params, _adamax_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
 
 
 def nadam_update(params, group):
     """One fused NAdam step of ``params``: a list of ``(p, g, exp_avg, exp_avg_sq, mu_product, step)``;
     returns ``(p, exp_avg, exp_avg_sq, mu_product, step)``."""
-    tensors = [t for item in params for t in item]
-    return _groups(_fused_apply(_nadam, tensors, _nadam_numbers, group, n=len(params),
-                                weight_decay=_weight_decay_mode(group)), 5)
+    return _fused_apply(_nadam, params, _nadam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group))
 
 
 def radam_update(params, group):
     """One fused RAdam step of ``params``: a list of ``(p, g, exp_avg, exp_avg_sq, step)``; returns
     ``(p, exp_avg, exp_avg_sq, step)``."""
-    tensors = [t for item in params for t in item]
-    return _groups(_fused_apply(_radam, tensors, _adam_numbers, group, n=len(params),
-                                weight_decay=_weight_decay_mode(group)), 4)
+    return _fused_apply(_radam, params, _adam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group))
