@@ -222,11 +222,7 @@ class Adagrad(Optimizer):
                 self.state[p]["step"] = tensor(0.0)
                 self.state[p]["sum"] = full_like(p, g["initial_accumulator_value"])
 
-    @staticmethod
-    def _init_state(p, state, group) -> None:   # (made with the optimizer)
-        pass
-
-    def _update_group(self, items, group) -> None:
+    def _update_group(self, items, group) -> None:   # (its state is made with the optimizer)
         _update_fused(self, items, group, ["sum"], adagrad_update)
 
     def _update(self, p, grad, state, group) -> None:

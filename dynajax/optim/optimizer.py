@@ -123,6 +123,9 @@ class Optimizer:
         for p, g, state in items:
             self._update(p, g, state, group)
 
+    def _init_state(self, p: Tensor, state: dict, group: dict) -> None:
+        """Make ``p``'s state on its first update (a fused update reads it before any ``_update`` runs)."""
+
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict) -> None:
         raise NotImplementedError
 
