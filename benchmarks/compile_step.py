@@ -13,8 +13,9 @@ The hand-written JAX steps are value_and_grad + the same optimizer update writte
 jax.jit (NHWC convolutions, max-pool by reshape-and-max, the LSTM by lax.scan). Prints medians (ms/step)
 and ratios to the hand-written jax.jit step and to PyTorch eager; also dynajax.compile's first-call time
 (capture + trace + XLA compile + run), the capture (re-running the Python step) cost per call and per
-recorded op, and graph breaks per step. Rounds interleave the contenders so machine noise hits all of
-them alike. ``run()`` returns the rows for benchmarks/run_all.py.
+recorded op, and graph breaks per step. Rounds interleave the contenders, in a fresh random order each round and
+after a few untimed steps each, so machine drift and what one contender leaves running for the next
+(PyTorch's spinning OpenMP threads) reach all of them alike. ``run()`` returns the rows for benchmarks/run_all.py.
 
     python benchmarks/compile_step.py [--steps 10] [--rounds 5] [--no-donate] [--only mlp cnn lstm cell]
 """
@@ -38,6 +39,7 @@ BATCH = 128
 LR = 1e-3
 CNN_BATCH, CNN_LR, CNN_MOMENTUM, CNN_DROP = 64, 1e-2, 0.9, 0.25
 VOCAB, EMBED, HIDDEN, LM_BATCH, SEQ = 100, 64, 128, 32, 35
+WARM = 3   # untimed steps before each contender's timed block
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -392,8 +394,10 @@ NAMES = {"dynajax_eager": "dynajax eager", "dynajax_compiled": "dynajax compiled
          "jax": "jax.jit (hand-written)", "torch": "PyTorch eager"}
 
 
-def _time(run, steps: int, block) -> float:
-    """Median wall time of one step (ms), each step run to completion."""
+def _time(run, steps: int, block, warm: int = 0) -> float:
+    """Median wall time of one step (ms), each step run to completion, after ``warm`` untimed steps."""
+    for _ in range(warm):
+        block(run())
     ts = []
     for _ in range(steps):
         t0 = time.perf_counter()
@@ -433,14 +437,22 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
     for run, block in contenders.values():   # warm up (compiles, allocator)
         for _ in range(3):
             block(run())
-    results = {k: [] for k in contenders}
-    piped = {k: [] for k in contenders}
     st = comp.stats
     calls0, cap0, breaks0 = st.calls, st.capture_time, st.graph_breaks
+    results = {k: [] for k in contenders}
+    piped = {k: [] for k in contenders}
+    order = list(contenders)
+    rng = np.random.default_rng(0)
     for _ in range(rounds):
-        for name, (run, block) in contenders.items():
+        # the contenders in a fresh order each round, and WARM untimed steps before each block: a step timed
+        # right after another contender's is slower (after a PyTorch step, whose OpenMP threads keep
+        # spinning, the next jax.jit MLP step took 1.8x its steady time here), and so is one after the
+        # machine idled; both fade within ~3 steps
+        for i in rng.permutation(len(order)):
+            name = order[i]
+            run, block = contenders[name]
             n = max(3, steps // w.eager_div) if name == "dynajax_eager" else steps
-            results[name].append(_time(run, n, block))
+            results[name].append(_time(run, n, block, WARM))
             piped[name].append(_time_pipelined(run, n, block))
     n = st.calls - calls0
     cap = (st.capture_time - cap0) / n
@@ -470,7 +482,8 @@ def run(steps: int = 10, rounds: int = 5, donate: bool = True, only=None) -> lis
                               f"(trace + XLA) took {r['compile_time_ms']:.0f} ms in all; capture {r['capture_ms']:.2f} ms/step = "
                               f"{r['capture_us_per_op']:.1f} us/op averaged over {r['recorded_ops']} recorded ops "
                               "(mostly fixed per-call work; op_overhead.py measures one more op); "
-                              f"{r['graph_breaks_per_step']:.1f} graph breaks/step; {rounds} rounds x {steps} steps"})
+                              f"{r['graph_breaks_per_step']:.1f} graph breaks/step; {rounds} rounds x {steps} steps "
+                              f"(after {WARM} untimed), contenders in random order"})
         rows.append({"workload": w.title + " (speculate=True: the executable runs while Python records)",
                      "unit": "ms/step", "dynajax_eager": None, "dynajax_compiled": r["ms"]["dynajax_speculative"],
                      "jax": r["ms"]["jax"], "torch": r["ms"].get("torch"),
@@ -489,7 +502,8 @@ def report(w: Workload, r: dict, steps: int, rounds: int, donate: bool) -> None:
     """Print one workload's table."""
     ms = r["ms"]
     ref, tref = ms["jax"], ms.get("torch")
-    print(f"{w.title}; median of {rounds} rounds x {steps} steps (donate={donate})")
+    print(f"{w.title}; median of {rounds} rounds x {steps} steps (after {WARM} untimed steps, contenders in "
+          f"random order; donate={donate})")
     print(f"  {'':32s}{'ms/step':>10s}{'vs jax.jit':>12s}{'vs torch':>10s}{'steps/s':>10s}")
     for k, m in ms.items():
         vt = f"{m / tref:9.2f}x" if tref else f"{'-':>10s}"
