@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._capture import Sym, recorded_args
+from .._tensor import _make
 from ..ops import registry
 from ..ops.registry import apply, op
 from ._rnn_scan import vjp_chain
@@ -96,7 +98,6 @@ def _linear_of_lookup(x, w, b):
     None otherwise."""
     if not registry._hooks:   # eager (the common hot path): nothing to look up
         return None
-    from .._capture import Sym, recorded_args
     fn = getattr(x, "grad_fn", None)
     if (fn is None or fn.op is not _embedding or fn.freed or x._base is not None or x._out_idx != 0
             or x._vc[0] != 0):
@@ -110,7 +111,6 @@ def _linear_of_lookup(x, w, b):
         return None
     if math.prod(idx.shape) <= 2 * table.shape[0] or table.dim() != 2 or x.dtype != table.dtype:
         return None
-    from .._tensor import _make
     return apply(_embedding, linear(table, w, b), _make(idx), num=int(table.shape[0]), padding_idx=None)
 
 

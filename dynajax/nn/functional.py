@@ -8,10 +8,11 @@ import numpy as np
 
 from .. import _dtype, random
 from .._capture import is_recorded
-from .._tensor import Tensor, _make
+from .._tensor import Tensor, _make, _wrap_dim
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
 from ..ops.index import _raise, check_bounds
+from ..ops.registry import apply
 from ..ops.views import inplace, write
 from . import _ops
 
@@ -102,7 +103,6 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, na
             raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
     else:
         pads = tuple((p, p) for p in _tuple(padding, nd, "padding"))
-    from ..ops.registry import apply
     p = dict(stride=stride, padding=pads, dilation=dilation, groups=int(groups))
     if bias is None:
         out = apply(_ops.conv, input, weight, **p)
@@ -129,7 +129,6 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
 
 
 def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, nd):
-    from ..ops.registry import apply
     unbatched = input.dim() == nd + 1
     if unbatched:
         input = input.unsqueeze(0)
@@ -164,7 +163,6 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 # ---------------------------------------------------------------- pooling / resampling
 def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
-    from ..ops.registry import apply
     k = _tuple(kernel_size, nd)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd)
     p, d = _tuple(padding, nd), _tuple(dilation, nd)
@@ -209,7 +207,6 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd):
-    from ..ops.registry import apply
     k = _tuple(kernel_size, nd)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd)
     p = _tuple(padding, nd)
@@ -233,7 +230,6 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 
 def _adaptive_avg(input, output_size, nd):
-    from ..ops.registry import apply
     out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
     L = input.shape[-nd:]
     specs = tuple(("adaptive", L[i], L[i] if out[i] is None else int(out[i])) for i in range(nd))
@@ -251,7 +247,6 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
 
 
 def _adaptive_max(input, output_size, nd):
-    from ..ops.registry import apply
     out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
     L = input.shape[-nd:]
     sizes = tuple(L[i] if out[i] is None else int(out[i]) for i in range(nd))
@@ -275,7 +270,6 @@ def adaptive_max_pool2d(input, output_size, return_indices: bool = False) -> Ten
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """Resize the spatial dims: modes nearest, nearest-exact, linear, bilinear, trilinear, area."""
-    from ..ops.registry import apply
     nd = input.dim() - 2
     if nd < 1:
         raise ValueError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D)")
@@ -314,7 +308,6 @@ def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_c
 
 def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     """Pad the last ``len(pad)//2`` dims; ``pad`` lists (left, right) pairs from the last dim backwards."""
-    from ..ops.registry import apply
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
     n = len(pad) // 2
@@ -361,7 +354,6 @@ def _unfold_params(kernel_size, dilation, padding, stride) -> dict:
 
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sliding (N, C, H, W) patches as columns: (N, C*kH*kW, L) (im2col)."""
-    from ..ops.registry import apply
     unbatched = input.dim() == 3
     x = input.unsqueeze(0) if unbatched else input
     if x.dim() != 4:
@@ -372,7 +364,6 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
 
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sum columns (N, C*kH*kW, L) back into an (N, C, H, W) image (col2im), the adjoint of :func:`unfold`."""
-    from ..ops.registry import apply
     unbatched = input.dim() == 2
     x = input.unsqueeze(0) if unbatched else input
     p = _unfold_params(kernel_size, dilation, padding, stride)
@@ -387,7 +378,6 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding along a new last dim (``num_classes=-1``: max value + 1)."""
-    from ..ops.registry import apply
     if tensor.dtype != _dtype.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes != -1 and is_recorded(tensor):  # dynajax.compile: no graph break for a bounds check
@@ -580,7 +570,6 @@ def softmin(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
 
 
 def _wrap(dim: int, ndim: int) -> int:
-    from .._tensor import _wrap_dim
     return _wrap_dim(dim, ndim) if ndim else 0
 
 
@@ -662,7 +651,6 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
         raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                          f"{_size_repr(input.shape)}")
     from ..ops.creation import ones, zeros
-    from ..ops.registry import apply
     c = input.shape[1]
     w = ones(c, dtype=input.dtype) if weight is None else weight
     b = zeros(c, dtype=input.dtype) if bias is None else bias

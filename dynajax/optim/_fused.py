@@ -21,6 +21,7 @@ import functools
 
 import jax.numpy as jnp
 
+from .._capture import scalar_recipes
 from ..ops import registry
 from ..ops.registry import VARIADIC, apply, op
 
@@ -306,7 +307,6 @@ def _fused_apply(fn, items: list, numbers, group, **params) -> list:
     if not registry.record_creation:   # eager: nothing records
         out = apply(fn, *tensors, *nums, **params)
     else:
-        from .._capture import scalar_recipes
         n = len(tensors)
         with scalar_recipes({n + k: functools.partial(_number, numbers, group, k) for k in range(len(nums))}):
             out = apply(fn, *tensors, *nums, **params)

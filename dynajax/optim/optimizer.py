@@ -110,7 +110,9 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad.detach()
+                g = p.grad
+                if g._rg or g._base is not None:   # (a grad with a graph, or a view: read through an alias)
+                    g = g.detach()
                 if group.get("maximize", False):
                     g = -g
                 items.append((p, g, self.state[p]))
