@@ -26,6 +26,7 @@ Prints total seconds per contender, the number of executables and the time spent
 ratios the issue asks for. ``run()`` returns rows for benchmarks/run_all.py.
 
     python benchmarks/variable_length.py [--steps 200] [--jax-steps N] [--skip cell]
+    python benchmarks/variable_length.py --repeat 5     # one bucket vs PyTorch only, 5 cold pairs
 
 ``--jax-steps N`` measures hand-written JAX on the first N steps only and extrapolates its total
 (printed as such).
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -341,6 +343,32 @@ def report(res: dict) -> None:
         print(f"  hand-written lax.scan JAX (buckets) / PyTorch eager: {s / min(ts):.2f}x")
 
 
+def repeated(steps: int, n: int) -> list[tuple]:
+    """``n`` cold runs of dynajax compiled (one bucket) each followed by PyTorch eager (both thread settings),
+    each dynajax run after JAX's and dynajax's in-memory caches are cleared, as in a fresh process: per
+    pair (dynajax seconds, PyTorch seconds at its faster setting). One total of each is at the mercy of
+    the machine's load for its ~3 s; pairs taken back to back share it."""
+    from dynajax import _capture
+    data = batches(steps)
+    pairs = []
+    for _ in range(n):
+        jax.clear_caches()
+        _capture._SHAPES.clear()   # dynajax's op shape memo (a fresh process starts without it)
+        secs, _ = time_dynajax(bucketed(dynajax_step(), [HI]), data)
+        ts = min(time_torch(data, threads)[0] for threads in (None, 1))
+        pairs.append((secs, ts))
+    return pairs
+
+
+def report_repeated(pairs: list) -> None:
+    ratios = sorted(d / t for d, t in pairs)
+    print(f"dynajax compiled (one bucket) / PyTorch eager (its faster thread setting), {len(pairs)} cold runs "
+          f"back to back: median {statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x  "
+          "(target < 1)")
+    for d, t in pairs:
+        print(f"  dynajax {d:.2f} s   PyTorch {t:.2f} s   {d / t:.2f}x")
+
+
 def run(steps: int = 200, jax_steps: int | None = None) -> list[dict]:
     """Rows for run_all.py: total seconds of the variable-length run."""
     res = measure(steps, jax_steps)
@@ -358,10 +386,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--jax-steps", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="instead: N cold one-bucket runs, each followed by PyTorch eager; prints the ratios")
     ap.add_argument("--skip", nargs="*", default=(),
                     choices=["buckets", "one_bucket", "cached", "per_length", "cell", "eager", "torch", "jax_scan",
                              "jax"])
     a = ap.parse_args()
+    if a.repeat:
+        report_repeated(repeated(a.steps, a.repeat))
+        return
     report(measure(a.steps, a.jax_steps, tuple(a.skip)))
 
 
