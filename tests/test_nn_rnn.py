@@ -217,6 +217,45 @@ def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked, only_ys):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("mode", ["GRU", "LSTM"])
+def test_unmasked_scan_steps_run_as_a_conditional_on_cpu(mode, monkeypatch):
+    """On XLA:CPU a recurrence without a mask runs each step as the branch of a conditional whose
+    predicate XLA cannot fold (``_device.cpu_loop_flag``: it runs about twice as fast there); its
+    forward, its jax.vjp and its own backward op equal the plain loop's to float32 rounding, and the
+    compiled program has the conditional."""
+    import jax
+    from dynajax.nn import _rnn_scan as R
+    assert jax.default_backend() == "cpu"
+    r = np.random.default_rng(5)
+    T, B, H = 6, 3, 4
+    G = {"GRU": 3, "LSTM": 4}[mode] * H
+    gi, h0, c0 = (r.standard_normal(s).astype(np.float32) for s in ((T, B, G), (B, H), (B, H)))
+    w, b = r.standard_normal((G, H)).astype(np.float32), r.standard_normal(G).astype(np.float32)
+    state = (h0, c0) if mode == "LSTM" else (h0,)
+    kw = dict(mode=mode, reverse=False, has_mask=False)
+
+    def program():   # a new function each time: jax.jit would reuse the first one's trace
+        def fwd_bwd(gi, *p):
+            out, vjp = jax.vjp(lambda gi, *p: R._rnn_impl(gi, *p, **kw), gi, *p)
+            cts = tuple(o * 0.5 for o in out)
+            if mode == "LSTM":   # the backward op the tape and dynajax.compile use
+                own = R._lstm_backward_impl(*cts, gi, *p[:3], out[0], out[3], out[4], **kw, given=(True,) * 5)
+            else:
+                own = R._rnn_backward_impl(*cts, gi, *p[:2], out[0], out[2], **kw, given=(True,) * 3)
+            return out, vjp(cts), own
+        return jax.jit(fwd_bwd)
+
+    fast = program()
+    assert " conditional(" in fast.lower(gi, *state, w, b).compile().as_text()
+    got = fast(gi, *state, w, b)
+    monkeypatch.setattr(R, "cpu_loop_flag", lambda: None)
+    plain = program()
+    assert " conditional(" not in plain.lower(gi, *state, w, b).compile().as_text()
+    want = plain(gi, *state, w, b)
+    for g, e in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):   # (XLA fuses the
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-5, atol=1e-6)     # two differently)
+
+
 @pytest.mark.parametrize("name", ["GRUCell", "LSTMCell", "RNNCell"])
 @pytest.mark.parametrize("x_shape, h_shape, x_dtype", [((2, 5), (2, 4), "float32"), ((2, 3), (3, 4), "float32"),
                                                        ((2, 3), (2, 5), "float32"), ((2, 3), (2, 4), "float64")],

@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._device import cpu_loop_flag
 from ..ops.registry import VARIADIC, apply, op
 
 _ACT = {"RNN_TANH": jnp.tanh, "RNN_RELU": jax.nn.relu}
@@ -71,7 +72,7 @@ def _scan(mode, reverse, has_mask, *args):
                 c2 = None if c is None else jnp.where(m_t, c2, c)
             return h2, c2, gh
         zeros = lambda _: (h, c, jnp.zeros(h.shape[:-1] + w_hh.shape[:1], h.dtype))  # noqa: E731
-        h2, c2, gh = run(None) if m_t is None else _unless_padding(a_t, run, zeros)
+        h2, c2, gh = _unless_padding(cpu_loop_flag() if m_t is None else a_t, run, zeros)
         return (h2, c2), (h2, c2, gh)
 
     (h, c), (ys, cs, ghs) = jax.lax.scan(body, (h0, c0), (gi, mask, _active(mask)), reverse=reverse)
@@ -88,8 +89,8 @@ def _unless_padding(a_t, run, skip):
     """``run(None)``, or ``skip(None)`` at a step masked for every batch row (``a_t`` False: padding past
     the end of all sequences, e.g. up to a ``dynajax.compile(dynamic=...)`` bucket): a padded step then
     costs no matmul, so a long bucket costs the recurrence of the real length (a ``lax.cond``, which
-    ``jax.vjp`` of the scan differentiates)."""
-    return jax.lax.cond(a_t, run, skip, None)
+    ``jax.vjp`` of the scan differentiates). ``a_t`` None: ``run(None)``."""
+    return run(None) if a_t is None else jax.lax.cond(a_t, run, skip, None)
 
 
 def vjp_chain(name: str, f, nout: int, ndiff, depth: int):
@@ -152,11 +153,10 @@ def _scan_backward(mode, reverse, m, g_ys, g_h, g_c, g_cs, g_gh, gi, gh, h0, c0,
         def run(_):
             dgi, dgh, dhp, dcp = _step_backward(mode, ct, gi_t, gh_t, hp_t, cp_t, w_hh, m_t, ggh_t)
             return (dhp, dcp), (dgi, dgh)
-        if m_t is None:
-            return run(None)
         # a step masked for every row passed its state through (and its gh is a constant): so do the
         # cotangents
-        return _unless_padding(a_t, run, lambda _: (ct, (jnp.zeros_like(gi_t), jnp.zeros_like(gh_t))))
+        return _unless_padding(cpu_loop_flag() if m_t is None else a_t, run,
+                               lambda _: (ct, (jnp.zeros_like(gi_t), jnp.zeros_like(gh_t))))
 
     xs = (gi, gh, hprev, cprev, g_ys, g_cs, g_gh, m, _active(m))
     (dh0, dc0), (dgi, dgh) = jax.lax.scan(body, (g_h, g_c), xs, reverse=not reverse)
