@@ -13,9 +13,10 @@ The hand-written JAX steps are value_and_grad + the same optimizer update writte
 jax.jit (NHWC convolutions, max-pool by reshape-and-max, the LSTM by lax.scan). Prints medians (ms/step)
 and ratios to the hand-written jax.jit step and to PyTorch eager; also dynajax.compile's first-call time
 (capture + trace + XLA compile + run), the capture (re-running the Python step) cost per call and per
-recorded op, and graph breaks per step. Rounds interleave the contenders, in a fresh random order each round and
-after a few untimed steps each, so machine drift and what one contender leaves running for the next
-(PyTorch's spinning OpenMP threads) reach all of them alike. ``run()`` returns the rows for benchmarks/run_all.py.
+recorded op, and graph breaks per step. Rounds interleave the contenders, in a fresh random order each
+round and after a few untimed steps each, so machine drift and what one contender leaves running for the
+next (PyTorch's spinning OpenMP threads) reach all of them alike. ``run()`` returns the rows for
+benchmarks/run_all.py.
 
     python benchmarks/compile_step.py [--steps 10] [--rounds 5] [--no-donate] [--only mlp cnn lstm cell]
 """

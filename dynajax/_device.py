@@ -7,6 +7,7 @@ import sys
 import warnings
 
 import jax
+import jax.numpy as jnp
 
 _PLATFORM = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "tpu": "tpu", "mps": "METAL"}
 
@@ -70,17 +71,16 @@ def default_on_cpu() -> bool:
 
 def cpu_loop_flag():
     """Inside a traced loop body: on XLA:CPU a True that XLA cannot fold away, else None. A step run as
-    ``lax.cond(cpu_loop_flag(), step, skip)`` is the same step, executed faster there:
-    measured on XLA:CPU (2 cores), a GRU layer's forward scan (batch 32, hidden 128, 50 steps) took
-    7.3 ms with the step in the loop body and 3.7 ms with the same step as the branch of a conditional
-    (an LSTM language model's compiled training step, both its scans so run: 14.9 -> 12.9 ms waiting for
-    each step, 13.6 -> 11.8 ms back to back, side by side in one process). The difference is in XLA:CPU's
-    runtime and was found by measuring, presumably its executor running a loop body's dozen small kernels
-    as a dataflow graph and a conditional's branch as a plain sequence. Off the CPU a conditional per step would cost a device-to-host read of its predicate, so the
-    step runs as it is there."""
+    ``lax.cond(cpu_loop_flag(), step, skip)`` is the same step, executed faster there: measured on XLA:CPU
+    (2 cores), a GRU layer's forward scan (batch 32, hidden 128, 50 steps) took 7.3 ms with the step in
+    the loop body and 3.7 ms with the same step as the branch of a conditional (an LSTM language model's
+    compiled training step, both its scans so run: 14.9 -> 12.9 ms waiting for each step, 13.6 -> 11.8 ms
+    back to back, side by side in one process). The difference is in XLA:CPU's runtime and was found by
+    measuring, presumably its executor running a loop body's dozen small kernels as a dataflow graph and a
+    conditional's branch as a plain sequence. Off the CPU a conditional per step would cost a
+    device-to-host read of its predicate, so the step runs as it is there."""
     if jax.default_backend() != "cpu":
         return None
-    import jax.numpy as jnp
     return jax.lax.optimization_barrier(jnp.ones((), bool))
 
 
