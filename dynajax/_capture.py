@@ -213,19 +213,10 @@ class Capture:
         return self.in_vars[pos]
 
     def _adopt(self, t: Tensor) -> Sym:
-        """Make the array of tensor ``t`` (created before the step) an input; ``t`` holds its Sym meanwhile.
-        (``_input`` inlined for the non-dual capture, the only one that adopts: a step adopts every
-        parameter and optimizer state it reads, each call.)"""
+        """Make the array of tensor ``t`` (created before the step) an input; ``t`` holds its Sym meanwhile."""
         arr = t._value
-        aval = (tuple(arr.shape), np.dtype(arr.dtype))
-        var = self.nvars
-        self.nvars = var + 1
-        self.in_of.setdefault(id(arr), len(self.inputs))
-        self.inputs.append(arr)
-        self.in_src.append(t)
-        self.in_vars.append(var)
-        self.in_avals.append(aval)
-        s = Sym(aval[0], aval[1], var, aval)
+        var = self._input(arr, t)
+        s = Sym(tuple(arr.shape), np.dtype(arr.dtype), var)
         self.adopted.append((t, arr, t.grad, s))
         t._value = s
         return s

@@ -205,14 +205,23 @@ def _on_compile(event: str, secs: float, fun_name: str = "", **_) -> None:
         "(dynajax.utils.data.pad_sequence(..., multiple_of=16)).")
 
 
-_LIBRARIES = tuple(os.path.dirname(m.__file__) + os.sep for m in (jax, sys.modules[__package__]))
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_JAX = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
+
+
+def user_frame(skip_jax: bool = False):
+    """The innermost frame outside dynajax (and, with ``skip_jax``, outside JAX too): the user's line that
+    called in, however deep inside the libraries the caller is; None if every frame is theirs."""
+    libraries = (_PACKAGE, _JAX) if skip_jax else (_PACKAGE,)
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(libraries):
+        f = f.f_back
+    return f
 
 
 def _warn_at_caller(message: str) -> None:
-    """A UserWarning shown at the innermost frame outside JAX and dynajax (the user's line that ran
-    the op), however deep inside them it is raised."""
-    f = sys._getframe(1)
-    while f.f_back is not None and f.f_code.co_filename.startswith(_LIBRARIES):
-        f = f.f_back
+    """A UserWarning shown at the user's line that ran the op (``user_frame``: JAX's compile listener
+    calls in from inside JAX)."""
+    f = user_frame(skip_jax=True) or sys._getframe(1)
     warnings.warn_explicit(message, UserWarning, f.f_code.co_filename, f.f_lineno,
                            module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault("__warningregistry__", {}))

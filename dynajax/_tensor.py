@@ -163,11 +163,13 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see ``dynajax.autograd.backward``)."""
-        _backward(self, gradient, retain_graph, create_graph, inputs)
+        from .autograd.engine import backward
+        backward(self, gradient, retain_graph, create_graph, inputs)
 
     def detach(self) -> "Tensor":
         """A tensor sharing this one's value (and later in-place writes), outside the graph."""
-        return _detached_view(self)
+        from .ops.views import detached_view
+        return detached_view(self)
 
     def detach_(self) -> "Tensor":
         if self._base is not None:
@@ -335,20 +337,6 @@ def _leaf_hooks(t: Tensor) -> list:
 
 def _is_diff_dtype(np_dtype) -> bool:
     return _dtype.is_float(np_dtype)
-
-
-# Modules that import this one, bound at their first use (an import statement in a method costs ~1 us a
-# call; these run several times per recorded step): each replaces itself with the function it imports.
-def _backward(*args):
-    global _backward
-    from .autograd.engine import backward as _backward
-    return _backward(*args)
-
-
-def _detached_view(t):
-    global _detached_view
-    from .ops.views import detached_view as _detached_view
-    return _detached_view(t)
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import inspect
 import linecache
 import os
-import sys
 import threading
 import weakref
 from typing import Callable, Sequence
@@ -27,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _tensor
+from ._device import user_frame
 from ._tensor import Tensor, _make
 from .autograd import grad_mode
 from .autograd.engine import _collect
@@ -34,7 +34,6 @@ from .ops import registry
 
 __all__ = ["Lowered", "lower", "lower_graph"]
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class Var:
@@ -99,9 +98,7 @@ def _is_float(d) -> bool:
 
 def _user_frame():
     """(file, line) of the innermost frame outside the dynajax package."""
-    f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
-        f = f.f_back
+    f = user_frame()
     return (f.f_code.co_filename, f.f_lineno) if f is not None else None
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .._tensor import Tensor
-from ..ops import views
 from ..ops.creation import full_like, state_zeros_like, tensor
 from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, fusable, nadam_update,
                      radam_update, rmsprop_update, sgd_momentum_update)
@@ -22,17 +21,11 @@ def _decay(grad: Tensor, p: Tensor, wd: float) -> Tensor:
 
 def _set_fused(fused: list, new: list) -> None:
     """Rebind each parameter and state tensor of ``fused`` (items ``(p, grad, *state)``) to the new value a
-    fused update returned for it (``new``: per item, ``(p, *state)``). A fused op returns each tensor's
-    own shape and dtype and runs under ``no_grad``, so for a tensor that is not a view ``set_``'s checks
-    and casts have nothing to do: the value is rebound (``views.assign``, looked up per call, since
-    ``dynajax.compile``'s capture wraps it to track the write)."""
-    assign = views.assign
+    fused update returned for it (``new``: per item, ``(p, *state)``)."""
     for (p, _, *olds), (new_p, *news) in zip(fused, new):
-        for t, v in zip((p, *olds), (new_p, *news)):
-            if t._base is None:
-                assign(t, v)
-            else:
-                set_(t, v)
+        set_(p, new_p)
+        for old, val in zip(olds, news):
+            set_(old, val)
 
 
 def _update_fused(opt, items: list, group: dict, names: list, update, scalars: tuple = ()) -> None:
