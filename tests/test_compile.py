@@ -699,8 +699,11 @@ def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatc
                   dj.tensor(np.eye(3, dtype=np.float32)[Y]), True, steps=12, donate=False)
     _assert_same(eager, comp)
     ks, = comp[2]._speculator.keys.values()
-    assert ks.twin is next(iter(comp[2]._cache.values()))   # no twin to buy: the trial starts at once
+    # no twin to buy: the trial starts at once, on the executable itself, and compiles nothing more; it
+    # keeps that executable as its twin if speculating measured faster (timing: on a loaded machine it
+    # may not), else drops it
     assert xla_compiles() - n0 == 1 and ks.verdict is not None
+    assert ks.twin is (next(iter(comp[2]._cache.values())) if ks.verdict else None)
     assert comp[2].stats.speculated >= 2
 
 
