@@ -369,17 +369,47 @@ def report_repeated(pairs: list) -> None:
         print(f"  dynajax {d:.2f} s   PyTorch {t:.2f} s   {d / t:.2f}x")
 
 
-def run(steps: int = 200, jax_steps: int | None = None) -> list[dict]:
-    """Rows for run_all.py: total seconds of the variable-length run."""
+def run(steps: int = 200, jax_steps: int | None = None, repeat: int = 3) -> list[dict]:
+    """Rows for run_all.py, in its columns: the one-bucket run (against unrolled ``jax.jit``) and the
+    buckets-of-16 run (against ``lax.scan`` in the same buckets), both against PyTorch eager at its faster
+    thread setting; then ``repeat`` more cold one-bucket runs, each followed by PyTorch, in the notes (one
+    total is at the mercy of the machine's load for its few seconds)."""
     res = measure(steps, jax_steps)
     report(res)
-    row = {"workload": f"GRU LM, {steps} steps, lengths {LO}..{HI} (total s, compiles incl.)", "unit": "s"}
-    for k in ("dynajax_compiled_buckets", "dynajax_compiled_one_bucket", "dynajax_eager", "torch_eager",
-              "torch_eager_1_thread", "jax_scan_buckets",
-              "jax_unrolled"):
-        if k in res:
-            row[k] = res[k]["seconds"]
-    return [row]
+    secs = {k: v["seconds"] for k, v in res.items() if isinstance(v, dict) and "seconds" in v}
+    ts = [secs[k] for k in ("torch_eager", "torch_eager_1_thread") if k in secs]
+    torch_s = min(ts) if ts else None
+    base = f"GRU LM, {steps} steps, lengths {LO}..{HI} (total s, compiles incl.)"
+    threads = (f"PyTorch eager: its faster of {secs.get('torch_eager', 0):.2f} s (default threads) and "
+               f"{secs.get('torch_eager_1_thread', 0):.2f} s (1 thread)")
+    one = {"workload": f"{base}, one bucket; hand-written JAX: jax.jit of the unrolled step, per length",
+           "unit": "s", "dynajax_compiled": secs.get("dynajax_compiled_one_bucket"),
+           "dynajax_eager": secs.get("dynajax_eager"), "jax": secs.get("jax_unrolled"), "torch": torch_s}
+    notes = [threads]
+    st = res.get("dynajax_compiled_one_bucket", {})
+    if "compile_seconds" in st:
+        notes.append(f"one bucket: {st['executables']} executable, {st['compile_seconds']:.2f} s compiling, "
+                     f"{st['capture_seconds']:.2f} s capturing")
+    cached = res.get("dynajax_compiled_one_bucket_cached")
+    if cached and torch_s:
+        notes.append(f"the script's second run (set_compile_cache): {cached['seconds']:.2f} s, "
+                     f"{cached['seconds'] / torch_s:.2f}x PyTorch")
+    if repeat and torch_s:
+        ratios = sorted(d / t for d, t in repeated(steps, repeat))
+        notes.append(f"{repeat} more cold one-bucket runs, each followed by PyTorch: median "
+                     f"{statistics.median(ratios):.2f}x PyTorch, range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
+    one["notes"] = "; ".join(notes)
+    rows = [one]
+    if "dynajax_compiled_buckets" in secs:
+        bk = res["dynajax_compiled_buckets"]
+        rows.append({"workload": f"{base}, buckets of {BUCKET}; hand-written JAX: lax.scan in the same buckets",
+                     "unit": "s", "dynajax_compiled": secs["dynajax_compiled_buckets"],
+                     "jax": secs.get("jax_scan_buckets"), "torch": torch_s,
+                     "notes": f"{bk['executables']} executables, {bk['compile_seconds']:.2f} s compiling; "
+                              f"GRUCell loop, buckets: {secs.get('dynajax_compiled_cell_loop', float('nan')):.2f} s; "
+                              f"no buckets (one executable per length): "
+                              f"{secs.get('dynajax_compiled_per_length', float('nan')):.2f} s"})
+    return rows
 
 
 def main() -> None:
