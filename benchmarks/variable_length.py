@@ -360,11 +360,15 @@ def repeated(steps: int, n: int) -> list[tuple]:
     return pairs
 
 
-def report_repeated(pairs: list) -> None:
+def ratio_summary(pairs: list) -> str:
+    """"median Mx, range A-Bx" of the dynajax / PyTorch ratios of ``repeated``'s pairs."""
     ratios = sorted(d / t for d, t in pairs)
+    return f"median {statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x"
+
+
+def report_repeated(pairs: list) -> None:
     print(f"dynajax compiled (one bucket) / PyTorch eager (its faster thread setting), {len(pairs)} cold runs "
-          f"back to back: median {statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x  "
-          "(target < 1)")
+          f"back to back: {ratio_summary(pairs)}  (target < 1)")
     for d, t in pairs:
         print(f"  dynajax {d:.2f} s   PyTorch {t:.2f} s   {d / t:.2f}x")
 
@@ -380,12 +384,11 @@ def run(steps: int = 200, jax_steps: int | None = None, repeat: int = 3) -> list
     ts = [secs[k] for k in ("torch_eager", "torch_eager_1_thread") if k in secs]
     torch_s = min(ts) if ts else None
     base = f"GRU LM, {steps} steps, lengths {LO}..{HI} (total s, compiles incl.)"
-    threads = (f"PyTorch eager: its faster of {secs.get('torch_eager', 0):.2f} s (default threads) and "
-               f"{secs.get('torch_eager_1_thread', 0):.2f} s (1 thread)")
     one = {"workload": f"{base}, one bucket; hand-written JAX: jax.jit of the unrolled step, per length",
            "unit": "s", "dynajax_compiled": secs.get("dynajax_compiled_one_bucket"),
            "dynajax_eager": secs.get("dynajax_eager"), "jax": secs.get("jax_unrolled"), "torch": torch_s}
-    notes = [threads]
+    notes = [f"PyTorch eager: its faster of {secs['torch_eager']:.2f} s (default threads) and "
+             f"{secs['torch_eager_1_thread']:.2f} s (1 thread)"] if len(ts) == 2 else []
     st = res.get("dynajax_compiled_one_bucket", {})
     if "compile_seconds" in st:
         notes.append(f"one bucket: {st['executables']} executable, {st['compile_seconds']:.2f} s compiling, "
@@ -395,9 +398,8 @@ def run(steps: int = 200, jax_steps: int | None = None, repeat: int = 3) -> list
         notes.append(f"the script's second run (set_compile_cache): {cached['seconds']:.2f} s, "
                      f"{cached['seconds'] / torch_s:.2f}x PyTorch")
     if repeat and torch_s:
-        ratios = sorted(d / t for d, t in repeated(steps, repeat))
-        notes.append(f"{repeat} more cold one-bucket runs, each followed by PyTorch: median "
-                     f"{statistics.median(ratios):.2f}x PyTorch, range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
+        notes.append(f"{repeat} more cold one-bucket runs, each followed by PyTorch (dynajax / PyTorch): "
+                     f"{ratio_summary(repeated(steps, repeat))}")
     one["notes"] = "; ".join(notes)
     rows = [one]
     if "dynajax_compiled_buckets" in secs:
