@@ -132,28 +132,42 @@ def _step_hlo(loss, *arrays) -> str:
 
 
 def test_ungrouped_and_wide_convolutions_are_xlas():
+    """Wider than TAPS_MAX: XLA's forward; in a compiled step the weight gradient is two convolutions over
+    the batch's halves (they run side by side on CPU)."""
     x, w = randn(2, 4, 6, 6), randn(3, 4, 3, 3)
-    assert " convolution(" in _step_hlo(lambda x, w: F.conv2d(x, w).sum(), x, w)
+    assert _hlo_convolutions(_step_hlo(lambda x, w: F.conv2d(x, w).sum(), x, w)) == 4
+    compare(lambda x, w: F.conv2d(x, w), lambda x, w: torch.nn.functional.conv2d(x, w), x, w, double=True)
     x, w = randn(2, 8, 6, 6), randn(8, 4, 3, 3)   # groups=2 of 36 taps each
     assert " convolution(" in _step_hlo(lambda x, w: F.conv2d(x, w, groups=2).sum(), x, w)
     compare(lambda x, w: F.conv2d(x, w, groups=2), lambda x, w: torch.nn.functional.conv2d(x, w, groups=2), x, w)
 
 
-def test_eager_narrow_convolutions_are_taps():
-    """An eager convolution of at most TAPS_MAX taps (3 input channels x 3x3 here) runs by taps: its
-    kernels, forward and both gradients, hold no XLA convolution; values and second-order gradients
-    match PyTorch. The same layer inside a compiled step stays XLA's (test above)."""
+def _hlo_convolutions(text: str) -> int:
+    return text.count(" convolution(")
+
+
+def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
+    """An eager convolution of at most TAPS_MAX taps (3 input channels x 3x3 here) computes its value by
+    taps (no XLA convolution in its kernel) and its gradients by XLA's convolutions (faster than the taps'
+    own, measured); in a compiled step the forward stays XLA's too. Values, second-order gradients and
+    forward-mode derivatives match PyTorch."""
     from dynajax.nn import _ops
     x, w = randn(2, 3, 7, 6), randn(5, 3, 3, 3)
     p = dict(stride=(2, 1), padding=((1, 1), (0, 2)), dilation=(1, 2), groups=1)
     xs, ws, g = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, np.zeros((2, 5, 4, 4), x.dtype)))
-    for o, args, kw in ((_ops.conv, (xs, ws), {}), (_ops.conv_input_grad, (g, ws), {"in_shape": x.shape}),
-                        (_ops.conv_weight_grad, (xs, g), {"w_shape": w.shape})):
-        assert " convolution(" not in o.jitted({**kw, **p}).lower(*args).compile().as_text()
+    for o, args, kw, n in ((_ops.conv, (xs, ws), {}, 0), (_ops.conv_input_grad, (g, ws), {"in_shape": x.shape}, 1),
+                           (_ops.conv_weight_grad, (xs, g), {"w_shape": w.shape}, 2)):
+        assert _hlo_convolutions(o.jitted({**kw, **p}).lower(*args).compile().as_text()) == n, o.name
     kw = dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2))
     compare(lambda x, w: F.conv2d(F.pad(x, (0, 2)), w, **kw),
             lambda x, w: torch.nn.functional.conv2d(torch.nn.functional.pad(x, (0, 2)), w, **kw), x, w, double=True)
-    assert " convolution(" in _step_hlo(lambda x, w: F.conv2d(x, w).sum(), x, w)
+    # compiled: the forward and the input gradient one convolution each, the weight's two (batch halves)
+    assert _hlo_convolutions(_step_hlo(lambda x, w: F.conv2d(x, w).sum(), x, w)) == 4
+    xt, wt, dxt, dwt = (torch.tensor(a, dtype=torch.float64) for a in (x, w, randn(*x.shape), randn(*w.shape)))
+    _, want = torch.func.jvp(lambda x, w: torch.nn.functional.conv2d(x, w, **kw), (xt, wt), (dxt, dwt))
+    _, got = dj.func.jvp(lambda x, w: F.conv2d(x, w, **kw), tuple(dj.tensor(a.numpy()) for a in (xt, wt)),
+                         tuple(dj.tensor(a.numpy()) for a in (dxt, dwt)))
+    assert_close(got, want)
 
 
 def test_batchnorm_eval_and_running_stats():

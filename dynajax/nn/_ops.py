@@ -15,6 +15,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 from .._capture import Sym, recorded_args
 from .._tensor import _make
@@ -130,9 +131,8 @@ def _xla_conv(x, w, *, stride, padding, dilation, groups):
 # may have. XLA:CPU runs grouped (depthwise) convolutions far below its speed elsewhere:
 # measured, batch 64, a depthwise 3x3 forward on 32 channels of 28x28 took 49 ms, by taps 1.3 ms; with
 # its gradients, in one program, ~85 ms vs ~23 ms on 64 channels of 14x14. Ungrouped convolutions
-# with few input channels are as slow alone, and are computed by taps as eager ops; not inside a whole
-# program, where the taps' sum is recomputed in each consumer fusion (a CNN step got slower), so there
-# they stay XLA's.
+# with few input channels are as slow as eager ops (a 3x3 forward from 1 channel to 16 on batch 64 of
+# 28x28: 2.2 ms, by taps 0.4 ms); their gradients stay XLA's (see ``_conv_cpu``).
 TAPS_MAX = 27
 
 
@@ -158,17 +158,61 @@ def _conv_by_taps(x, w, *, stride, padding, dilation, groups):
     return out.reshape(n, groups * og, *size).astype(x.dtype)
 
 
+def _batch_halves_conv(x, w, p: dict):
+    """XLA's convolution of each half of the batch, concatenated. As the tangent in ``w`` of
+    ``_conv_cpu`` it transposes to two weight-gradient convolutions summed: XLA:CPU runs one such
+    convolution on one core, and the two halves run side by side (measured on 2 cores, batch 64, 3x3
+    from 16 channels to 32 at 14x14: 3.9 ms whole, 2.4 ms in halves)."""
+    h = x.shape[0] // 2
+    if not h:
+        return _xla_conv(x, w, **p)
+    return jnp.concatenate([_xla_conv(x[:h], w, **p), _xla_conv(x[h:], w, **p)])
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _conv_cpu(x, w, spec):
+    """An ungrouped convolution on CPU (``spec``: the static params as sorted items, and whether by
+    taps). Its derivatives are XLA's own convolutions (faster than the taps' own: measured, batch 64 of
+    32x32, 3x3 from 3 channels to 16: input gradient 5.2 vs 10.6 ms, weight gradient 3.7 vs 8.5 ms), the
+    weight's split over the batch (``_batch_halves_conv``)."""
+    p, by_taps = dict(spec[0]), spec[1]
+    return _conv_by_taps(x, w, **p) if by_taps else _xla_conv(x, w, **p)
+
+
+def _conv_cpu_jvp(spec, primals, tangents):
+    (x, w), (dx, dw) = primals, tangents
+    p = dict(spec[0])
+    y = _conv_cpu(x, w, spec)
+    terms = ([] if type(dx) is SymbolicZero else [_xla_conv(dx, w, **p)]) + \
+        ([] if type(dw) is SymbolicZero else [_batch_halves_conv(x, dw, p)])
+    return y, functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(y)
+
+
+_conv_cpu.defjvp(_conv_cpu_jvp, symbolic_zeros=True)
+
+
 def _conv_fn(x_shape, w_shape, dtype, p: dict):
-    """The convolution the ops below compute (and differentiate, for the gradient ops): by taps on CPU
-    for a convolution of at most ``TAPS_MAX`` taps, grouped or (as an eager op) not, else XLA's own."""
+    """The convolution the ops below compute (and differentiate, for the gradient ops): XLA's own, except
+    on CPU for floating inputs: a grouped one of at most ``TAPS_MAX`` taps by taps (differentiated
+    through them: XLA's grouped gradients are as slow), an ungrouped one by ``_conv_cpu``."""
     out = [(x_shape[2 + d] + sum(p["padding"][d]) - p["dilation"][d] * (w_shape[2 + d] - 1) - 1) // p["stride"][d] + 1
            for d in range(len(x_shape) - 2)]
-    if ((p["groups"] == 1 and not registry.eager_kernel()) or w_shape[1] * math.prod(w_shape[2:]) > TAPS_MAX
-            or min(out, default=0) < 1
-            or not math.prod(x_shape) or not jnp.issubdtype(dtype, jnp.floating)):
-        return functools.partial(_xla_conv, **p)
-    taps, xla = functools.partial(_conv_by_taps, **p), functools.partial(_xla_conv, **p)
-    return lambda x, w: jax.lax.platform_dependent(x, w, cpu=taps, default=xla)
+    xla = functools.partial(_xla_conv, **p)
+    if min(out, default=0) < 1 or not math.prod(x_shape) or not jnp.issubdtype(dtype, jnp.floating):
+        return xla
+    by_taps = w_shape[1] * math.prod(w_shape[2:]) <= TAPS_MAX
+    if p["groups"] == 1:
+        # by taps only as an eager op: inside a whole program XLA fuses the taps' sum into each of its
+        # consumers (the batch norm and its gradient after a CNN's first convolution) and recomputes it
+        # there (an optimization barrier does not stop it on CPU); the benchmark's CNN step took 1.3x
+        # longer so, though XLA's convolution itself took 1.1 ms there
+        spec = (tuple(sorted(p.items())), by_taps and registry.eager_kernel())
+        cpu = lambda x, w: _conv_cpu(x, w, spec)   # noqa: E731
+    elif by_taps:
+        cpu = functools.partial(_conv_by_taps, **p)
+    else:
+        return xla
+    return lambda x, w: jax.lax.platform_dependent(x, w, cpu=cpu, default=xla)
 
 
 def _conv_impl(x, w, **p):   # p: stride, padding, dilation, groups
