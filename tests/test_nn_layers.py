@@ -149,8 +149,8 @@ def _hlo_convolutions(text: str) -> int:
 def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
     """An eager convolution of at most TAPS_MAX taps (3 input channels x 3x3 here) computes its value by
     taps (no XLA convolution in its kernel) and its gradients by XLA's convolutions (faster than the taps'
-    own, measured); in a compiled step the forward stays XLA's too. Values, second-order gradients and
-    forward-mode derivatives match PyTorch."""
+    own, measured); in a compiled step the forward is one product of patches. Values, second-order
+    gradients and forward-mode derivatives match PyTorch."""
     from dynajax.nn import _ops
     x, w = randn(2, 3, 7, 6), randn(5, 3, 3, 3)
     p = dict(stride=(2, 1), padding=((1, 1), (0, 2)), dilation=(1, 2), groups=1)
@@ -161,9 +161,24 @@ def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
     kw = dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2))
     compare(lambda x, w: F.conv2d(F.pad(x, (0, 2)), w, **kw),
             lambda x, w: torch.nn.functional.conv2d(torch.nn.functional.pad(x, (0, 2)), w, **kw), x, w, double=True)
-    # compiled: the forward and the input gradient one convolution each, the weight's two (batch halves)
-    assert _hlo_convolutions(_step_hlo(lambda x, w: F.conv2d(x, w).sum(), x, w)) == 4
+    # compiled: the forward a product of patches, the input gradient one convolution, the weight's two
+    # (the batch's halves)
+    assert _hlo_convolutions(_step_hlo(lambda x, w: F.conv2d(x, w, **kw).sum(), x, w)) == 3
+
+    @dj.compile
+    def step(x, w):
+        out = F.conv2d(x, w, **kw).tanh().sum()
+        out.backward()
+        return out
+    for d in (False, True):
+        xd, wd = (dj.tensor(a.astype(np.float64) if d else a, requires_grad=True) for a in (x, w))
+        xt, wt = (torch.tensor(a.astype(np.float64) if d else a, requires_grad=True) for a in (x, w))
+        want = torch.nn.functional.conv2d(xt, wt, **kw).tanh().sum()
+        want.backward()
+        for a, e in ((step(xd, wd), want), (xd.grad, xt.grad), (wd.grad, wt.grad)):
+            assert_close(a, e)
     xt, wt, dxt, dwt = (torch.tensor(a, dtype=torch.float64) for a in (x, w, randn(*x.shape), randn(*w.shape)))
+    # (forward mode runs the ops as one JAX program: the patches' forward)
     _, want = torch.func.jvp(lambda x, w: torch.nn.functional.conv2d(x, w, **kw), (xt, wt), (dxt, dwt))
     _, got = dj.func.jvp(lambda x, w: F.conv2d(x, w, **kw), tuple(dj.tensor(a.numpy()) for a in (xt, wt)),
                          tuple(dj.tensor(a.numpy()) for a in (dxt, dwt)))

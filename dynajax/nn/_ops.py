@@ -131,8 +131,9 @@ def _xla_conv(x, w, *, stride, padding, dilation, groups):
 # may have. XLA:CPU runs grouped (depthwise) convolutions far below its speed elsewhere:
 # measured, batch 64, a depthwise 3x3 forward on 32 channels of 28x28 took 49 ms, by taps 1.3 ms; with
 # its gradients, in one program, ~85 ms vs ~23 ms on 64 channels of 14x14. Ungrouped convolutions
-# with few input channels are as slow as eager ops (a 3x3 forward from 1 channel to 16 on batch 64 of
-# 28x28: 2.2 ms, by taps 0.4 ms); their gradients stay XLA's (see ``_conv_cpu``).
+# with few input channels are slow too (a 3x3 forward from 1 channel to 16 on batch 64 of 28x28:
+# 2.2-3.0 ms; as an eager op by taps 0.4 ms; inside a whole program by patches, ``_conv_by_patches``);
+# their gradients stay XLA's (see ``_conv_cpu``).
 TAPS_MAX = 27
 
 
@@ -158,6 +159,29 @@ def _conv_by_taps(x, w, *, stride, padding, dilation, groups):
     return out.reshape(n, groups * og, *size).astype(x.dtype)
 
 
+def _conv_by_patches(x, w, *, stride, padding, dilation, groups):
+    """An ungrouped convolution as one matrix product: the taps' strided slices of the padded input,
+    channels-last, concatenated into patches (one row of taps x channels per output position), times the
+    weights. For few taps inside a whole program on CPU: the product's result is computed once (the
+    taps' fused sum would be recomputed in each consumer) and XLA's own convolution of few input
+    channels is slow (measured, batch 64, 3x3 forward: 1 channel to 16 at 28x28 1.5 vs 3.0 ms; 3 to 16
+    at 32x32 4.7 vs 10.9 ms; 3 to 32 at 32x32, batch 32, 2.1 ms both)."""
+    nd = x.ndim - 2
+    n, k, c = x.shape[0], w.shape[2:], w.shape[1]
+    acc = jnp.promote_types(x.dtype, jnp.float32)
+    xp = jax.lax.pad(to_channels_last(x.astype(acc)), jnp.zeros((), acc),
+                     [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in padding] + [(0, 0, 0)])
+    size = [(xp.shape[1 + d] - dilation[d] * (k[d] - 1) - 1) // stride[d] + 1 for d in range(nd)]
+    cols = []
+    for tap in np.ndindex(*k):
+        start = (0,) + tuple(t * dl for t, dl in zip(tap, dilation)) + (0,)
+        limit = (n,) + tuple(b + (m - 1) * st + 1 for b, m, st in zip(start[1:], size, stride)) + (c,)
+        cols.append(jax.lax.slice(xp, start, limit, (1,) + tuple(stride) + (1,)))
+    wm = to_channels_last(w.astype(acc)).reshape(w.shape[0], -1)   # (out, taps x channels), as the patches
+    out = jnp.einsum("...k,ok->...o", jnp.concatenate(cols, -1), wm, precision=jax.lax.Precision.HIGHEST)
+    return from_channels_last(out).astype(x.dtype)
+
+
 def _batch_halves_conv(x, w, p: dict):
     """XLA's convolution of each half of the batch, concatenated. As the tangent in ``w`` of
     ``_conv_cpu`` it transposes to two weight-gradient convolutions summed: XLA:CPU runs one such
@@ -171,12 +195,12 @@ def _batch_halves_conv(x, w, p: dict):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _conv_cpu(x, w, spec):
-    """An ungrouped convolution on CPU (``spec``: the static params as sorted items, and whether by
-    taps). Its derivatives are XLA's own convolutions (faster than the taps' own: measured, batch 64 of
+    """An ungrouped convolution on CPU (``spec``: the static params as sorted items, and how: by taps,
+    by patches or XLA's). Its derivatives are XLA's own convolutions (faster than the taps' own: measured, batch 64 of
     32x32, 3x3 from 3 channels to 16: input gradient 5.2 vs 10.6 ms, weight gradient 3.7 vs 8.5 ms), the
     weight's split over the batch (``_batch_halves_conv``)."""
-    p, by_taps = dict(spec[0]), spec[1]
-    return _conv_by_taps(x, w, **p) if by_taps else _xla_conv(x, w, **p)
+    p, how = dict(spec[0]), spec[1]
+    return {"taps": _conv_by_taps, "patches": _conv_by_patches, "xla": _xla_conv}[how](x, w, **p)
 
 
 def _conv_cpu_jvp(spec, primals, tangents):
@@ -204,9 +228,10 @@ def _conv_fn(x_shape, w_shape, dtype, p: dict):
     if p["groups"] == 1:
         # by taps only as an eager op: inside a whole program XLA fuses the taps' sum into each of its
         # consumers (the batch norm and its gradient after a CNN's first convolution) and recomputes it
-        # there (an optimization barrier does not stop it on CPU); the benchmark's CNN step took 1.3x
-        # longer so, though XLA's convolution itself took 1.1 ms there
-        spec = (tuple(sorted(p.items())), by_taps and registry.eager_kernel())
+        # there (an optimization barrier does not stop it on CPU): the benchmark's CNN step took 1.3x
+        # longer so; by patches there instead
+        how = "xla" if not by_taps else "taps" if registry.eager_kernel() else "patches"
+        spec = (tuple(sorted(p.items())), how)
         cpu = lambda x, w: _conv_cpu(x, w, spec)   # noqa: E731
     elif by_taps:
         cpu = functools.partial(_conv_by_taps, **p)
