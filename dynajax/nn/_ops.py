@@ -285,7 +285,14 @@ def conv_bias(x, w, b, *, stride, padding, dilation, groups):
     """A convolution plus its per-channel bias: one op per layer (the input/weight rules are the bias-free
     op's)."""
     y = _conv_impl(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    return y + b.reshape((-1,) + (1,) * (x.ndim - 2))
+    cs = (-1,) + (1,) * (x.ndim - 2)
+    if groups != 1 or registry.eager_kernel():
+        return y + b.reshape(cs)
+    # inside a whole program on CPU the bias is added channels-last, as the convolution's result is laid
+    # out there: added NCHW after a product of patches, XLA laid the sum out NCHW and transposed it for
+    # the batch norm after it (the CNN step 0.94x with this)
+    return jax.lax.platform_dependent(y, b, cpu=lambda y, b: from_channels_last(to_channels_last(y) + b),
+                                      default=lambda y, b: y + b.reshape(cs))
 
 
 conv_bias.defvjp(_conv_vjp_x, _conv_vjp_w, lambda g, out, x, w, b, **p: g.sum((0,) + tuple(range(2, g.dim()))))
