@@ -185,6 +185,29 @@ def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
     assert_close(got, want)
 
 
+@pytest.mark.parametrize("name,x_shape,w_shape,kw", [
+    ("conv1d", (3, 2, 11), (4, 2, 3), dict(stride=2, padding=1)),
+    ("conv3d", (2, 1, 5, 6, 5), (3, 1, 3, 3, 3), dict(padding=1)),
+    ("conv2d", (3, 3, 8, 7), (6, 3, 3, 3), dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1)))])
+def test_compiled_narrow_convolutions_with_bias_match_torch(name, x_shape, w_shape, kw):
+    """A compiled step's narrow convolution (a product of patches, its bias added channels-last, XLA's
+    gradients with the weight's over the batch's halves): loss and the three gradients match PyTorch."""
+    x, w, b = randn(*x_shape).astype(np.float64), randn(*w_shape).astype(np.float64), randn(w_shape[0]).astype(np.float64)
+
+    @dj.compile
+    def step(x, w, b):
+        out = getattr(F, name)(x, w, b, **kw).tanh().sum()
+        out.backward()
+        return out
+    ds = [dj.tensor(a, requires_grad=True) for a in (x, w, b)]
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    want = getattr(torch.nn.functional, name)(*ts, **kw).tanh().sum()
+    want.backward()
+    assert_close(step(*ds), want)
+    for d, t in zip(ds, ts):
+        assert_close(d.grad, t.grad)
+
+
 def test_batchnorm_eval_and_running_stats():
     m, t = nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
     for _ in range(2):
