@@ -152,9 +152,9 @@ def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
     own, measured); in a compiled step the forward is one product of patches. Values, second-order
     gradients and forward-mode derivatives match PyTorch."""
     from dynajax.nn import _ops
-    x, w = randn(2, 3, 7, 6), randn(5, 3, 3, 3)
+    x, w = randn(2, 3, 7, 6), randn(14, 3, 3, 3)
     p = dict(stride=(2, 1), padding=((1, 1), (0, 2)), dilation=(1, 2), groups=1)
-    xs, ws, g = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, np.zeros((2, 5, 4, 4), x.dtype)))
+    xs, ws, g = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, np.zeros((2, 14, 4, 4), x.dtype)))
     for o, args, kw, n in ((_ops.conv, (xs, ws), {}, 0), (_ops.conv_input_grad, (g, ws), {"in_shape": x.shape}, 1),
                            (_ops.conv_weight_grad, (xs, g), {"w_shape": w.shape}, 2)):
         assert _hlo_convolutions(o.jitted({**kw, **p}).lower(*args).compile().as_text()) == n, o.name
@@ -162,8 +162,10 @@ def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
     compare(lambda x, w: F.conv2d(F.pad(x, (0, 2)), w, **kw),
             lambda x, w: torch.nn.functional.conv2d(torch.nn.functional.pad(x, (0, 2)), w, **kw), x, w, double=True)
     # compiled: the forward a product of patches, the input gradient one convolution, the weight's two
-    # (the batch's halves)
+    # (the batch's halves); patches more than twice the output's size (5 output channels for 27 taps):
+    # XLA's forward
     assert _hlo_convolutions(_step_hlo(lambda x, w: F.conv2d(x, w, **kw).sum(), x, w)) == 3
+    assert _hlo_convolutions(_step_hlo(lambda x, w: F.conv2d(x, w, **kw).sum(), x, w[:5])) == 4
 
     @dj.compile
     def step(x, w):
@@ -187,8 +189,8 @@ def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
 
 @pytest.mark.parametrize("name,x_shape,w_shape,kw", [
     ("conv1d", (3, 2, 11), (4, 2, 3), dict(stride=2, padding=1)),
-    ("conv3d", (2, 1, 5, 6, 5), (3, 1, 3, 3, 3), dict(padding=1)),
-    ("conv2d", (3, 3, 8, 7), (6, 3, 3, 3), dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1)))])
+    ("conv3d", (2, 1, 5, 6, 5), (14, 1, 3, 3, 3), dict(padding=1)),
+    ("conv2d", (3, 3, 8, 7), (14, 3, 3, 3), dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1)))])
 def test_compiled_narrow_convolutions_with_bias_match_torch(name, x_shape, w_shape, kw):
     """A compiled step's narrow convolution (a product of patches, its bias added channels-last, XLA's
     gradients with the weight's over the batch's halves): loss and the three gradients match PyTorch."""

@@ -135,6 +135,10 @@ def _xla_conv(x, w, *, stride, padding, dilation, groups):
 # 2.2-3.0 ms; as an eager op by taps 0.4 ms; inside a whole program by patches, ``_conv_by_patches``);
 # their gradients stay XLA's (see ``_conv_cpu``).
 TAPS_MAX = 27
+# Most elements the patches of ``_conv_by_patches`` may have (256 MiB of float32), and they may hold at most
+# twice the output's elements (taps <= 2 x output channels): above either, XLA's convolution, which
+# needs no such buffer.
+PATCHES_MAX = 1 << 26
 
 
 def _conv_by_taps(x, w, *, stride, padding, dilation, groups):
@@ -224,13 +228,15 @@ def _conv_fn(x_shape, w_shape, dtype, p: dict):
     xla = functools.partial(_xla_conv, **p)
     if min(out, default=0) < 1 or not math.prod(x_shape) or not jnp.issubdtype(dtype, jnp.floating):
         return xla
-    by_taps = w_shape[1] * math.prod(w_shape[2:]) <= TAPS_MAX
+    taps = w_shape[1] * math.prod(w_shape[2:])
+    by_taps = taps <= TAPS_MAX
     if p["groups"] == 1:
         # by taps only as an eager op: inside a whole program XLA fuses the taps' sum into each of its
         # consumers (the batch norm and its gradient after a CNN's first convolution) and recomputes it
         # there (an optimization barrier does not stop it on CPU): the benchmark's CNN step took 1.3x
         # longer so; by patches there instead
-        how = "xla" if not by_taps else "taps" if registry.eager_kernel() else "patches"
+        patches_fit = taps <= 2 * w_shape[0] and x_shape[0] * math.prod(out) * taps <= PATCHES_MAX
+        how = "xla" if not by_taps else "taps" if registry.eager_kernel() else "patches" if patches_fit else "xla"
         spec = (tuple(sorted(p.items())), how)
         cpu = lambda x, w: _conv_cpu(x, w, spec)   # noqa: E731
     elif by_taps:
