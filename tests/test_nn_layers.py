@@ -194,7 +194,7 @@ def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
 def test_compiled_narrow_convolutions_with_bias_match_torch(name, x_shape, w_shape, kw):
     """A compiled step's narrow convolution (a product of patches, its bias added channels-last, XLA's
     gradients with the weight's over the batch's halves): loss and the three gradients match PyTorch."""
-    x, w, b = randn(*x_shape).astype(np.float64), randn(*w_shape).astype(np.float64), randn(w_shape[0]).astype(np.float64)
+    x, w, b = (randn(*shape).astype(np.float64) for shape in (x_shape, w_shape, w_shape[:1]))
 
     @dj.compile
     def step(x, w, b):

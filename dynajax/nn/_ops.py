@@ -135,9 +135,9 @@ def _xla_conv(x, w, *, stride, padding, dilation, groups):
 # 2.2-3.0 ms; as an eager op by taps 0.4 ms; inside a whole program by patches, ``_conv_by_patches``);
 # their gradients stay XLA's (see ``_conv_cpu``).
 TAPS_MAX = 27
-# Most elements the patches of ``_conv_by_patches`` may have (256 MiB of float32), and they may hold at most
-# twice the output's elements (taps <= 2 x output channels): above either, XLA's convolution, which
-# needs no such buffer.
+# Most elements the patches of ``_conv_by_patches`` may have (256 MiB of float32); they may also hold
+# at most twice the output's elements (taps <= 2 x output channels). Above either: XLA's convolution,
+# which needs no such buffer.
 PATCHES_MAX = 1 << 26
 
 
@@ -200,9 +200,9 @@ def _batch_halves_conv(x, w, p: dict):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _conv_cpu(x, w, spec):
     """An ungrouped convolution on CPU (``spec``: the static params as sorted items, and how: by taps,
-    by patches or XLA's). Its derivatives are XLA's own convolutions (faster than the taps' own: measured, batch 64 of
-    32x32, 3x3 from 3 channels to 16: input gradient 5.2 vs 10.6 ms, weight gradient 3.7 vs 8.5 ms), the
-    weight's split over the batch (``_batch_halves_conv``)."""
+    by patches or XLA's). Its derivatives are XLA's own convolutions (faster than the taps' own:
+    measured, batch 64 of 32x32, 3x3 from 3 channels to 16: input gradient 5.2 vs 10.6 ms, weight
+    gradient 3.7 vs 8.5 ms), the weight's split over the batch (``_batch_halves_conv``)."""
     p, how = dict(spec[0]), spec[1]
     return {"taps": _conv_by_taps, "patches": _conv_by_patches, "xla": _xla_conv}[how](x, w, **p)
 
