@@ -141,6 +141,18 @@ TAPS_MAX = 27
 PATCHES_MAX = 1 << 26
 
 
+def _conv_out_size(spatial, k, padding, stride, dilation) -> list:
+    """Output size of each spatial dim of a convolution of input size ``spatial`` by kernel size ``k``."""
+    return [(n + lo + hi - dl * (kk - 1) - 1) // st + 1
+            for n, kk, (lo, hi), st, dl in zip(spatial, k, padding, stride, dilation)]
+
+
+def _tap_window(tap, size, stride, dilation) -> tuple:
+    """Spatial starts and limits of one tap's strided slice of a padded input (output ``size``)."""
+    start = tuple(t * dl for t, dl in zip(tap, dilation))
+    return start, tuple(b + (m - 1) * st + 1 for b, m, st in zip(start, size, stride))
+
+
 def _conv_by_taps(x, w, *, stride, padding, dilation, groups):
     """The convolution as a sum of one elementwise product per tap: each tap's strided slice of the padded
     input times that tap's weights, broadcast over the group's output channels. XLA fuses the sum into
@@ -148,16 +160,15 @@ def _conv_by_taps(x, w, *, stride, padding, dilation, groups):
     nd = x.ndim - 2
     n, k, og, cg = x.shape[0], w.shape[2:], w.shape[0] // groups, w.shape[1]
     acc = jnp.promote_types(x.dtype, jnp.float32)
+    size = _conv_out_size(x.shape[2:], k, padding, stride, dilation)
     xp = jax.lax.pad(x.astype(acc), jnp.zeros((), acc), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in padding])
-    size = [(xp.shape[2 + d] - dilation[d] * (k[d] - 1) - 1) // stride[d] + 1 for d in range(nd)]
     xp = xp.reshape(n, groups, cg, *xp.shape[2:])
     wg = w.astype(acc).reshape(groups, og, cg, *k)
     out = None
     for c in range(cg):
         for tap in np.ndindex(*k):
-            start = (0, 0, c) + tuple(t * dl for t, dl in zip(tap, dilation))
-            limit = (n, groups, c + 1) + tuple(b + (m - 1) * st + 1 for b, m, st in zip(start[3:], size, stride))
-            term = jax.lax.slice(xp, start, limit, (1, 1, 1) + tuple(stride)) * \
+            start, limit = _tap_window(tap, size, stride, dilation)
+            term = jax.lax.slice(xp, (0, 0, c) + start, (n, groups, c + 1) + limit, (1, 1, 1) + tuple(stride)) * \
                 wg[(slice(None), slice(None), c) + tap].reshape((1, groups, og) + (1,) * nd)
             out = term if out is None else out + term
     return out.reshape(n, groups * og, *size).astype(x.dtype)
@@ -170,17 +181,15 @@ def _conv_by_patches(x, w, *, stride, padding, dilation, groups):
     taps' fused sum would be recomputed in each consumer) and XLA's own convolution of few input
     channels is slow (measured, batch 64, 3x3 forward: 1 channel to 16 at 28x28 1.5 vs 3.0 ms; 3 to 16
     at 32x32 4.7 vs 10.9 ms; 3 to 32 at 32x32, batch 32, 2.1 ms both)."""
-    nd = x.ndim - 2
     n, k, c = x.shape[0], w.shape[2:], w.shape[1]
     acc = jnp.promote_types(x.dtype, jnp.float32)
+    size = _conv_out_size(x.shape[2:], k, padding, stride, dilation)
     xp = jax.lax.pad(to_channels_last(x.astype(acc)), jnp.zeros((), acc),
                      [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in padding] + [(0, 0, 0)])
-    size = [(xp.shape[1 + d] - dilation[d] * (k[d] - 1) - 1) // stride[d] + 1 for d in range(nd)]
     cols = []
     for tap in np.ndindex(*k):
-        start = (0,) + tuple(t * dl for t, dl in zip(tap, dilation)) + (0,)
-        limit = (n,) + tuple(b + (m - 1) * st + 1 for b, m, st in zip(start[1:], size, stride)) + (c,)
-        cols.append(jax.lax.slice(xp, start, limit, (1,) + tuple(stride) + (1,)))
+        start, limit = _tap_window(tap, size, stride, dilation)
+        cols.append(jax.lax.slice(xp, (0,) + start + (0,), (n,) + limit + (c,), (1,) + tuple(stride) + (1,)))
     wm = to_channels_last(w.astype(acc)).reshape(w.shape[0], -1)   # (out, taps x channels), as the patches
     out = jnp.einsum("...k,ok->...o", jnp.concatenate(cols, -1), wm, precision=jax.lax.Precision.HIGHEST)
     return from_channels_last(out).astype(x.dtype)
@@ -223,8 +232,7 @@ def _conv_fn(x_shape, w_shape, dtype, p: dict):
     """The convolution the ops below compute (and differentiate, for the gradient ops): XLA's own, except
     on CPU for floating inputs: a grouped one of at most ``TAPS_MAX`` taps by taps (differentiated
     through them: XLA's grouped gradients are as slow), an ungrouped one by ``_conv_cpu``."""
-    out = [(x_shape[2 + d] + sum(p["padding"][d]) - p["dilation"][d] * (w_shape[2 + d] - 1) - 1) // p["stride"][d] + 1
-           for d in range(len(x_shape) - 2)]
+    out = _conv_out_size(x_shape[2:], w_shape[2:], p["padding"], p["stride"], p["dilation"])
     xla = functools.partial(_xla_conv, **p)
     if min(out, default=0) < 1 or not math.prod(x_shape) or not jnp.issubdtype(dtype, jnp.floating):
         return xla
