@@ -69,6 +69,9 @@ _default_float = float32
 
 def from_np(np_dtype) -> dtype:
     """The dynajax dtype of a numpy/jax dtype (raises TypeError if unsupported)."""
+    hit = _FROM_NP.get(np_dtype) if isinstance(np_dtype, np.dtype) else None   # the hot path: no conversion
+    if hit is not None:
+        return hit
     try:
         return _FROM_NP[np.dtype(np_dtype)]
     except KeyError:

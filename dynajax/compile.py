@@ -243,18 +243,19 @@ class Compiled:
         _check_result(result)
         targets: dict = {}   # id -> (tensor | generator, var, kind)
         outs: dict = {}      # var -> position in outputs
-        input_vars = {v: i for i, v in enumerate(cap.in_vars)}
-
-        dual = cap.dual
+        input_vars = dict(zip(cap.in_vars, range(len(cap.in_vars))))
+        var_of_value = cap.var_of_value if cap.dual else None
 
         def visit(obj, value, kind):
             if type(value) is Sym:
                 var = value.idx
-            elif dual:
-                var = cap.var_of_value(value)
+            elif var_of_value is not None:
+                var = var_of_value(value)
+                if var is None:
+                    return
             else:
                 return
-            if var is None or id(obj) in targets:
+            if id(obj) in targets:
                 return
             targets[id(obj)] = (obj, var, kind)
             if var not in input_vars and var not in outs:
@@ -536,24 +537,41 @@ def _unshare(cap: Capture, donate: tuple) -> None:
     """Pass a copy for a donated input whose array is also held elsewhere -- by another input, or by
     something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
     donating it would delete it under that holder."""
-    held = collections.Counter(id(arr) for _, arr, _, _ in cap.adopted)
-    held.update(id(key) for _, key, _ in cap.gens)   # a generator's old key, kept for _restore
-    n_in = collections.Counter(id(arr) for arr in cap.inputs)
-    for i in donate:
-        a = cap.inputs[i]
+    held: dict = {}      # id(array) -> references the capture itself holds to it
+    for _, arr, _, _ in cap.adopted:
+        i = id(arr)
+        held[i] = held.get(i, 0) + 1
+    for _, key, _ in cap.gens:   # a generator's old key, kept for _restore
+        i = id(key)
+        held[i] = held.get(i, 0) + 1
+    inputs = cap.inputs
+    n_in: dict = {}
+    for a in inputs:
+        i = id(a)
+        n_in[i] = n_in.get(i, 0) + 1
+    getrefcount = sys.getrefcount
+    for k in donate:
+        a = inputs[k]
+        i = id(a)
+        n = n_in[i]
         # references: each slot in cap.inputs, each adoption record, the local ``a``, getrefcount's argument
-        if n_in[id(a)] > 1 or sys.getrefcount(a) > 2 + n_in[id(a)] + held[id(a)]:
-            n_in[id(a)] -= 1
-            cap.inputs[i] = jnp.copy(a)
+        if n > 1 or getrefcount(a) > 2 + n + held.get(i, 0):
+            n_in[i] = n - 1
+            inputs[k] = jnp.copy(a)
 
 
 def _write_back(plan: _Plan, cap: Capture, outs) -> None:
     """Give every target tensor (and generator) its new array; only-read inputs get their old array back."""
-    pos = {v: i for i, v in enumerate(cap.in_vars)}
-    opos = {v: i for i, v in enumerate(plan.outs)}
+    opos = _positions(plan.outs)
+    pos = None
     for obj, var, kind in plan.targets:
         i = opos.get(var)
-        arr = outs[i] if i is not None else cap.inputs[pos[var]]
+        if i is not None:
+            arr = outs[i]
+        else:
+            if pos is None:
+                pos = dict(zip(cap.in_vars, range(len(cap.in_vars))))
+            arr = cap.inputs[pos[var]]
         if kind == "g":
             obj._key = arr
             continue
@@ -562,6 +580,12 @@ def _write_back(plan: _Plan, cap: Capture, outs) -> None:
             obj.grad_fn = None
             obj._rg = False
     cap.known.clear()
+
+
+@functools.lru_cache(maxsize=256)
+def _positions(outs: tuple) -> dict:
+    """var -> its position in a plan's outputs (the same for every call of one executable; not mutated)."""
+    return dict(zip(outs, range(len(outs))))
 
 
 def _restore(cap: Capture) -> None:

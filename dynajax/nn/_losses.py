@@ -79,16 +79,24 @@ def _check_batch(input: Tensor, target: Tensor) -> None:
                          f"({target.shape[0] if target.dim() else 1}).")
 
 
+def _check_classes(target: Tensor, C: int, ignore_index: int) -> None:
+    """PyTorch's IndexError for an int64 class target outside ``[0, C)`` that is not ``ignore_index``."""
+    t = np.asarray(target.detach()._value)
+    if not (t.view(np.uint64) >= C).any():   # one pass: a negative class reads as a huge unsigned one
+        return
+    bad = (t != ignore_index) & ((t < 0) | (t >= C))
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+
+
 def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str) -> Tensor:
     """Negative log-likelihood of integer ``target`` under log-probs ``logp`` (class dim 1)."""
     _check_batch(logp, target)
     if target.dtype != _dtype.int64:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype.legacy_name}")
     C = logp.shape[1] if logp.dim() > 1 else logp.shape[0]
-    t = None if is_recorded(target) else np.asarray(target.detach()._value)  # compile: no graph break
-    bad = None if t is None else (t != ignore_index) & ((t < 0) | (t >= C))
-    if bad is not None and bad.any():
-        raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    if not is_recorded(target):   # compile: no graph break
+        _check_classes(target, C, ignore_index)
     if logp.dim() == 2 and weight is None:   # the common case as one op (and one VJP op)
         return apply(nll_index, logp, target, ignore_index=int(ignore_index), reduction=reduction)
     valid = target != ignore_index

@@ -46,10 +46,11 @@ def _tuple(v, n: int, name: str = "") -> tuple:
 # ---------------------------------------------------------------- linear / conv
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``."""
-    if input.dtype != weight.dtype:
+    xv, wv = input._value, weight._value
+    if xv.dtype != wv.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_c_name(input.dtype)} != "
                            f"{_c_name(weight.dtype)}")
-    if input.shape[-1] != weight.shape[-1]:
+    if xv.shape[-1] != wv.shape[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_ops_shape2(input)} and "
                            f"{weight.shape[-1]}x{weight.shape[0]})")
     return _ops.linear(input, weight, bias)

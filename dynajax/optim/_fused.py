@@ -252,7 +252,13 @@ def fusable(*tensors) -> bool:
     """The fused updates cover real floating tensors of one dtype and shape (per parameter)."""
     v0 = tensors[0]._value
     dt, shape = v0.dtype, tuple(v0.shape)
-    return dt.kind == "f" and all(t._value.dtype == dt and tuple(t._value.shape) == shape for t in tensors[1:])
+    if dt.kind != "f":
+        return False
+    for t in tensors[1:]:
+        v = t._value
+        if v.dtype != dt or tuple(v.shape) != shape:
+            return False
+    return True
 
 
 def _adam_numbers(group) -> tuple:
