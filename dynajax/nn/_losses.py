@@ -81,7 +81,7 @@ def _check_batch(input: Tensor, target: Tensor) -> None:
 
 def _check_classes(target: Tensor, C: int, ignore_index: int) -> None:
     """PyTorch's IndexError for an int64 class target outside ``[0, C)`` that is not ``ignore_index``."""
-    t = np.asarray(target.detach()._value)
+    t = np.asarray(target._value if target._base is None else target.detach()._value)
     if not (t.view(np.uint64) >= C).any():   # one pass: a negative class reads as a huge unsigned one
         return
     bad = (t != ignore_index) & ((t < 0) | (t >= C))
