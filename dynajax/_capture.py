@@ -79,7 +79,10 @@ def is_recorded(t) -> bool:
     """True while tensor ``t`` holds a value a compiled step is recording, or an array with shards in other
     processes (``dynajax.distributed``): a value eager-only checks cannot read, so they skip it."""
     v = t._value
-    return type(v) is Sym or not getattr(v, "is_fully_addressable", True)
+    if type(v) is Sym:
+        return True
+    # one process: every array is addressable (asked first: the sharding's answer costs ~10 us)
+    return jax.process_count() > 1 and not getattr(v, "is_fully_addressable", True)
 
 
 def _active(sym: Sym) -> "Capture":
@@ -215,7 +218,8 @@ class Capture:
             self.in_of.setdefault(id(arr), pos)
             self.inputs.append(arr)
             self.in_src.append(src)
-            self.in_vars.append(self._new_var())
+            self.in_vars.append(self.nvars)
+            self.nvars += 1
             self.in_avals.append(aval_of(arr) if aval is None else aval)
             if self.dual:
                 self.by_array[id(arr)] = (arr, self.in_vars[pos])
@@ -345,7 +349,7 @@ class Capture:
             res = registry._record(op, args, params, syms[0] if op.nout == 1 else tuple(syms))
             self.bwd.note(res)
             return res
-        return _make(syms[0]) if op.nout == 1 else tuple(_make(s) for s in syms)
+        return _make(syms[0]) if op.nout == 1 else tuple([_make(s) for s in syms])
 
     def _hook_dual(self, op, args, params):
         ins = [self.var_of(a) if isinstance(a, Tensor) else a for a in args]

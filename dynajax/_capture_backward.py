@@ -112,9 +112,11 @@ LOOP_REPEATS = 8  # so do graphs with one op on the same input shapes this many 
 
 def _repeats(nodes) -> bool:
     """Whether one op on the same input shapes makes ``LOOP_REPEATS`` of the graph's nodes."""
+    if len(nodes) < LOOP_REPEATS:
+        return False
     counts: dict = {}
     for n in nodes:
-        key = (n.op, tuple(m[0] if m is not None else None for m in n.in_meta))
+        key = (n.op, tuple([m[0] if m is not None else None for m in n.in_meta]))
         c = counts[key] = counts.get(key, 0) + 1
         if c >= LOOP_REPEATS:
             return True

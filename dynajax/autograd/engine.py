@@ -231,9 +231,10 @@ def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
 def free_node(node: Node) -> None:
     """Drop what ``node``'s rule saved (after a backward without ``retain_graph``); a second backward
     through it then raises PyTorch's error."""
-    if node.out_saved is not None or any(isinstance(s, tuple) for s in node.saved):
+    saved = node.saved
+    if node.out_saved is not None or any([isinstance(s, tuple) for s in saved]):
         node.freed = True
-        node.saved = tuple(None if isinstance(s, tuple) else s for s in node.saved)
+        node.saved = tuple([None if isinstance(s, tuple) else s for s in saved])
         node.out_saved = None
 
 
