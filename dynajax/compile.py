@@ -537,18 +537,10 @@ def _unshare(cap: Capture, donate: tuple) -> None:
     """Pass a copy for a donated input whose array is also held elsewhere -- by another input, or by
     something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
     donating it would delete it under that holder."""
-    held: dict = {}      # id(array) -> references the capture itself holds to it
-    for _, arr, _, _ in cap.adopted:
-        i = id(arr)
-        held[i] = held.get(i, 0) + 1
-    for _, key, _ in cap.gens:   # a generator's old key, kept for _restore
-        i = id(key)
-        held[i] = held.get(i, 0) + 1
+    # (ids counted in comprehensions: a loop variable left holding an array would be one more reference)
+    held = _counts([id(arr) for _, arr, _, _ in cap.adopted] + [id(key) for _, key, _ in cap.gens])
     inputs = cap.inputs
-    n_in: dict = {}
-    for a in inputs:
-        i = id(a)
-        n_in[i] = n_in.get(i, 0) + 1
+    n_in = _counts([id(a) for a in inputs])
     getrefcount = sys.getrefcount
     for k in donate:
         a = inputs[k]
@@ -558,6 +550,14 @@ def _unshare(cap: Capture, donate: tuple) -> None:
         if n > 1 or getrefcount(a) > 2 + n + held.get(i, 0):
             n_in[i] = n - 1
             inputs[k] = jnp.copy(a)
+
+
+def _counts(ids: list) -> dict:
+    """How many times each id occurs in ``ids``."""
+    n: dict = {}
+    for i in ids:
+        n[i] = n.get(i, 0) + 1
+    return n
 
 
 def _write_back(plan: _Plan, cap: Capture, outs) -> None:

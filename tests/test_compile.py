@@ -156,6 +156,35 @@ def test_grads_and_optimizer_state_written_back():
     assert c.stats.compiles == 1 and c.stats.graph_breaks == 0  # the step count is tracked on the host
 
 
+def test_state_and_the_rng_key_are_donated_not_copied(monkeypatch):
+    """Parameters, optimizer state and the generator's key reach the executable as they are: nothing
+    but the step holds them, so none is copied before being donated (a copy is for an array something
+    else still holds, which donating would delete)."""
+    import importlib
+    compile_module = importlib.import_module("dynajax.compile")
+    dj.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    c = dj.compile(train_step(model, opt, F.cross_entropy))
+    x, y = dj.tensor(X), dj.tensor(Y)
+    copied = []
+
+    class CountingJnp:
+        def __getattr__(self, name):
+            return getattr(jax.numpy, name)
+
+        def copy(self, a):
+            copied.append(a.shape)
+            return jax.numpy.copy(a)
+    monkeypatch.setattr(compile_module, "jnp", CountingJnp())
+    for _ in range(3):
+        c(x, y)
+    assert copied == []
+    held = model[0].weight._value   # now something else holds a parameter's array: that one is copied
+    c(x, y)
+    assert copied == [held.shape] and not held.is_deleted()
+
+
 def test_python_branch_on_argument_gives_two_entries():
     w = dj.tensor([1.0, -2.0, 3.0])
 
