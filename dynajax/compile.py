@@ -538,26 +538,18 @@ def _unshare(cap: Capture, donate: tuple) -> None:
     something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
     donating it would delete it under that holder."""
     # (ids counted in comprehensions: a loop variable left holding an array would be one more reference)
-    held = _counts([id(arr) for _, arr, _, _ in cap.adopted] + [id(key) for _, key, _ in cap.gens])
+    held = collections.Counter([id(arr) for _, arr, _, _ in cap.adopted] + [id(key) for _, key, _ in cap.gens])
     inputs = cap.inputs
-    n_in = _counts([id(a) for a in inputs])
+    n_in = collections.Counter([id(a) for a in inputs])
     getrefcount = sys.getrefcount
     for k in donate:
         a = inputs[k]
         i = id(a)
         n = n_in[i]
         # references: each slot in cap.inputs, each adoption record, the local ``a``, getrefcount's argument
-        if n > 1 or getrefcount(a) > 2 + n + held.get(i, 0):
+        if n > 1 or getrefcount(a) > 2 + n + held[i]:
             n_in[i] = n - 1
             inputs[k] = jnp.copy(a)
-
-
-def _counts(ids: list) -> dict:
-    """How many times each id occurs in ``ids``."""
-    n: dict = {}
-    for i in ids:
-        n[i] = n.get(i, 0) + 1
-    return n
 
 
 def _write_back(plan: _Plan, cap: Capture, outs) -> None:
