@@ -35,7 +35,7 @@ def _root_grads(outputs, grad_outputs, create_graph) -> list:
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = fill_like(out.detach(), 1)
+            g = fill_like(out, 1)   # (an op without a rule: no graph edge to ``out``)
         else:
             if not isinstance(g, T):
                 from ..ops.creation import tensor
