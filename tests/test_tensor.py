@@ -204,3 +204,20 @@ def test_copy_raises_as_pytorch_for_shapes_that_do_not_broadcast():
         assert str(got.value).split(" (shapes")[0] == str(want.value)
     with pytest.raises(TypeError, match="must be Tensor, not list"):
         dj.zeros(2).copy_([1.0, 2.0])
+
+
+def test_eager_kernels_drop_a_compiler_option_their_xla_rejects(monkeypatch):
+    """jaxlib 0.11's XLA has no ``xla_cpu_use_fusion_emitters``: eager kernels then compile without options
+    (found on a machine with jax 0.11.2, where every eager op raised INVALID_ARGUMENT)."""
+    import jax
+    from dynajax import _device
+    if jax.default_backend() != "cpu":
+        assert _device.eager_compiler_options() is None
+        return
+    monkeypatch.setattr(_device, "_EAGER_OPTIONS", {})
+    monkeypatch.setattr(_device, "EAGER_CPU_OPTIONS", {"xla_cpu_no_such_option_here": False})
+    assert _device.eager_compiler_options() is None
+    f = jax.jit(lambda x: x * 3, compiler_options=_device.eager_compiler_options())
+    np.testing.assert_array_equal(np.asarray(f(np.arange(3.0))), [0.0, 3.0, 6.0])
+    t = dj.tensor([1.0, 2.0]) * 2   # an eager op whose kernel compiles under the probed options
+    np.testing.assert_array_equal(t.numpy(), [2.0, 4.0])
