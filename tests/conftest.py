@@ -6,6 +6,8 @@ backend (LLVM) optimization is turned down for them (measured: op-table and laye
 Set before jax is imported; subprocesses the tests start inherit it."""
 import os
 
+# full float32 matmuls where the default is lower (TF32 on GPUs): the tests compare values at float32 tolerances
+os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
                            " --xla_llvm_disable_expensive_passes=true").strip()
 

@@ -112,6 +112,10 @@ def test_grouped_transposed_convolution_matches_torch(kw, w_shape):
     assert " convolution(" not in _step_hlo(lambda x, w: F.conv_transpose2d(x, w, **kw).tanh().sum(), x, w)
 
 
+# asserts the structure of XLA:CPU's programs (elsewhere convolutions lower to other ops: cuDNN calls)
+XLA_CPU_ONLY = pytest.mark.skipif(jax.default_backend() != "cpu", reason="checks XLA:CPU's lowering")
+
+
 def _step_hlo(loss, *arrays) -> str:
     """Optimized HLO of a compiled step computing ``loss`` and its gradients (an XLA convolution shows
     as `` convolution(``; metadata names source functions)."""
@@ -131,6 +135,7 @@ def _step_hlo(loss, *arrays) -> str:
     return exe.lower(*seen["a"]).compile().as_text()
 
 
+@XLA_CPU_ONLY
 def test_ungrouped_and_wide_convolutions_are_xlas():
     """Wider than TAPS_MAX: XLA's forward; in a compiled step the weight gradient is two convolutions over
     the batch's halves (they run side by side on CPU)."""
@@ -146,6 +151,7 @@ def _hlo_convolutions(text: str) -> int:
     return text.count(" convolution(")
 
 
+@XLA_CPU_ONLY
 def test_eager_narrow_convolutions_are_taps_with_xlas_gradients():
     """An eager convolution of at most TAPS_MAX taps (3 input channels x 3x3 here) computes its value by
     taps (no XLA convolution in its kernel) and its gradients by XLA's convolutions (faster than the taps'
