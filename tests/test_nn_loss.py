@@ -63,6 +63,35 @@ def test_cross_entropy_errors():
         F.cross_entropy(dj.zeros(2, 4), dj.tensor([0, 7]))
 
 
+@pytest.mark.parametrize("target,ignore", [([0, 7], -100), ([-3, 1], -100), ([4, 1], -100), ([-100, 3], -100),
+                                           ([5, 2], 5), ([-1, 2], -1), (3, -100), (4, -100), (-2, -100)])
+def test_cross_entropy_target_bounds_like_torch(target, ignore):
+    """Out-of-range classes raise PyTorch's IndexError (a negative one too, unless it is ignore_index);
+    ignored entries pass; eagerly and inside a compiled step, which then applies nothing."""
+    logits = RNG.standard_normal((2, 4) if isinstance(target, list) else (4,)).astype(np.float32)
+    try:
+        want = TF.cross_entropy(torch.tensor(logits), torch.tensor(target), ignore_index=ignore).item()
+    except IndexError as exc:
+        want = exc
+    w = dj.tensor(np.ones(4, np.float32), requires_grad=True)
+
+    def loss(y):
+        out = F.cross_entropy(dj.tensor(logits) * w, y, ignore_index=ignore)
+        out.backward()
+        return out
+    for fn in (loss, dj.compile(loss)):
+        w.grad = None
+        if isinstance(want, IndexError):
+            bad = int(np.asarray(target).reshape(-1)[np.argmax([t != ignore and not 0 <= t < 4
+                                                                for t in np.asarray(target).reshape(-1)])])
+            with pytest.raises(IndexError, match=f"Target {bad} is out of bounds"):
+                fn(dj.tensor(target))
+            assert w.grad is None
+        else:
+            got = fn(dj.tensor(target)).item()
+            np.testing.assert_allclose(got, want, rtol=1e-5, equal_nan=True)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "none"])
 def test_binary_losses(reduction):
     p, y = RNG.random((3, 4)) * 0.9 + 0.05, (RNG.random((3, 4)) > 0.5).astype(np.float64)
