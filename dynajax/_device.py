@@ -90,10 +90,9 @@ def eager_compiler_options() -> dict | None:
     kernel then compiles in about half the time (a transpose 40 -> 22 ms) and runs as fast, which is
     what eager code with a new shape waits for (a new sequence length compiles ~30 kernels). Compiled
     steps keep the default, whose fusions run faster inside one large program."""
-    backend = jax.default_backend()
-    if backend != "cpu":
+    if jax.default_backend() != "cpu":
         return None
-    if backend not in _EAGER_OPTIONS:   # an XLA that dropped the option rejects it: probe once
+    if not _EAGER_OPTIONS:   # an XLA that dropped the option rejects it: probe once
         opts = dict(EAGER_CPU_OPTIONS)
         try:
             jax.jit(lambda x: x + 1, compiler_options=opts).lower(jnp.float32(0)).compile()
@@ -101,12 +100,12 @@ def eager_compiler_options() -> dict | None:
             if "compile option" not in str(exc):
                 raise
             opts = None
-        _EAGER_OPTIONS[backend] = opts
-    return _EAGER_OPTIONS[backend]
+        _EAGER_OPTIONS.append(opts)
+    return _EAGER_OPTIONS[0]
 
 
 EAGER_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}   # (jaxlib 0.11's XLA has no such option)
-_EAGER_OPTIONS: dict = {}   # backend -> the eager kernels' compiler options it accepts
+_EAGER_OPTIONS: list = []   # once probed: the options XLA:CPU accepted (None: it rejected them)
 
 
 _EARLY: dict = {}   # what -> eager makes of it so far (host_made)

@@ -214,7 +214,7 @@ def test_eager_kernels_drop_a_compiler_option_their_xla_rejects(monkeypatch):
     if jax.default_backend() != "cpu":
         assert _device.eager_compiler_options() is None
         return
-    monkeypatch.setattr(_device, "_EAGER_OPTIONS", {})
+    monkeypatch.setattr(_device, "_EAGER_OPTIONS", [])
     monkeypatch.setattr(_device, "EAGER_CPU_OPTIONS", {"xla_cpu_no_such_option_here": False})
     assert _device.eager_compiler_options() is None
     f = jax.jit(lambda x: x * 3, compiler_options=_device.eager_compiler_options())

@@ -144,6 +144,10 @@ def inplace(t: Tensor, compute, opname: str = "") -> Tensor:
 
 def write(t: Tensor, r: Tensor) -> Tensor:
     """Write the value of ``r`` into ``t`` in place: :func:`inplace` for a result that does not read ``t``."""
+    if t._base is None and not grad_mode.state.enabled:   # an optimizer's update: only the rebind can apply
+        tv, rv = t._value, r._value
+        if tv.dtype == rv.dtype and tuple(tv.shape) == tuple(rv.shape):
+            return assign(t, r)
     _check_inplace_allowed(t)
     if t._base is not None:
         t._sync()

@@ -6,7 +6,7 @@ from .._tensor import Tensor
 from ..ops.creation import full_like, state_zeros_like, tensor
 from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, fusable, nadam_update,
                      radam_update, rmsprop_update, sgd_momentum_update)
-from .optimizer import Optimizer, required, set_, set_fresh
+from .optimizer import Optimizer, required, set_
 
 
 def _check(**values) -> None:
@@ -23,9 +23,9 @@ def _set_fused(fused: list, new: list) -> None:
     """Rebind each parameter and state tensor of ``fused`` (items ``(p, grad, *state)``) to the new value a
     fused update returned for it (``new``: per item, ``(p, *state)``)."""
     for (p, _, *olds), (new_p, *news) in zip(fused, new):
-        set_fresh(p, new_p)
+        set_(p, new_p)
         for old, val in zip(olds, news):
-            set_fresh(old, val)
+            set_(old, val)
 
 
 def _update_fused(opt, items: list, group: dict, names: list, update, scalars: tuple = ()) -> None:

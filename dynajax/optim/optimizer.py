@@ -10,7 +10,6 @@ import numpy as np
 
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
-from ..ops import views
 from ..ops.views import write
 
 
@@ -25,16 +24,6 @@ required = _Required()
 def set_(t: Tensor, value: Tensor) -> Tensor:
     """Write ``value`` into ``t`` in place (no graph; bumps ``t``'s version)."""
     return write(t, value)
-
-
-def set_fresh(t: Tensor, value: Tensor) -> Tensor:
-    """:func:`set_` of a value an update just computed for ``t``: under ``no_grad``, into a tensor that is
-    not a view, of its shape and dtype, only the rebind itself is left to do (the fused updates rebind
-    every parameter and state tensor each step)."""
-    tv, v = t._value, value._value
-    if t._base is not None or grad_mode.state.enabled or tv.dtype != v.dtype or tuple(tv.shape) != tuple(v.shape):
-        return write(t, value)
-    return views.assign(t, value)   # (looked up per call: dynajax.compile's capture tracks the rebind)
 
 
 class Optimizer:
