@@ -229,7 +229,17 @@ class Capture:
         """Make the array of tensor ``t`` (created before the step) an input; ``t`` holds its Sym meanwhile."""
         arr = t._value
         av = aval_of(arr)
-        s = Sym(av[0], av[1], self._input(arr, t, av), av)
+        if self.dual:
+            var = self._input(arr, t, av)
+        else:   # ``_input`` inlined: every parameter and state tensor of a step comes through here
+            var = self.nvars
+            self.nvars = var + 1
+            self.in_of.setdefault(id(arr), len(self.inputs))
+            self.inputs.append(arr)
+            self.in_src.append(t)
+            self.in_vars.append(var)
+            self.in_avals.append(av)
+        s = Sym(av[0], av[1], var, av)
         self.adopted.append((t, arr, t.grad, s))
         t._value = s
         return s
@@ -350,6 +360,40 @@ class Capture:
             self.bwd.note(res)
             return res
         return _make(syms[0]) if op.nout == 1 else tuple([_make(s) for s in syms])
+
+    def update_in_place(self, op, args, params: dict, written) -> bool:
+        """Record ``op`` (a fused optimizer update, run under ``no_grad``) and write each output ``k`` straight
+        into tensor ``written[k]``, as ``optimizer.set_`` of its result would (rebind, version bump), without a
+        Tensor per output or a ``set_`` each. False, recording nothing, where that write could not be a
+        plain rebind (a view among the arguments, grad mode on) or this capture is not the only hook."""
+        if (self.busy or self.dual or grad_mode.state.enabled or threading.get_ident() != self.thread
+                or registry._hooks != [self.hook]):
+            return False
+        for a in args:
+            if isinstance(a, Tensor) and a._base is not None:
+                return False
+        if op.check is not None:
+            op.check(*args, **params)
+        refs, avals = [], []
+        adopt = self._adopt
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                v = a._value
+                if type(v) is not Sym:
+                    v = adopt(a)
+                refs.append(v.idx)
+                avals.append(v.aval)
+            else:
+                r, av = self._arg(a, op, i)
+                refs.append(r)
+                avals.append(av)
+        _, syms = self._emit(op.impl, op, params, refs, avals, args)
+        note = self.adopted.append
+        for t, s in zip(written, syms):
+            note((t, t._value, t.grad, None))
+            t._value = s
+            t._vc[0] += 1
+        return True
 
     def _hook_dual(self, op, args, params):
         ins = [self.var_of(a) if isinstance(a, Tensor) else a for a in args]
@@ -507,6 +551,12 @@ class scalar_recipes:
     def __exit__(self, *exc) -> None:
         if self.cap is not None:
             self.cap.recipes = None
+
+
+def current():
+    """The recording (not verify's dual one) in progress on this thread, or None."""
+    cap = getattr(_state, "cap", None)
+    return None if cap is None or cap.dual or cap.thread != threading.get_ident() else cap
 
 
 def recorded_args(value):

@@ -245,8 +245,7 @@ class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
-    def __hash__(self) -> int:
-        return id(self)
+    __hash__ = object.__hash__   # by identity, as PyTorch's (C-level: optimizer state and hook tables key on tensors)
 
     def __repr__(self) -> str:
         from ._format import tensor_repr

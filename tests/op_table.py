@@ -358,44 +358,47 @@ def _two_params(k, extra=()):
     return gen
 
 
+def _updated(update, items, group) -> list:
+    """The values fused ``update`` writes into copies of ``items`` (each ``(p, g, *state)``): the new ``p`` and
+    state of each, in order."""
+    items = [tuple(t.clone() for t in item) for item in items]
+    update(items, group)
+    return [t for item in items for t in item[:1] + item[2:]]
+
+
 def _adam2(p1, g1, m1, v1, p2, g2, m2, v2, t1, t2):
-    out = adam_update([(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], _ADAM)
-    return [x for new in out for x in new]
+    return _updated(adam_update, [(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], _ADAM)
 
 
 entry("adam_update", _adam2, _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 _RMSPROP = dict(lr=0.01, alpha=0.9, eps=1e-8, momentum=0.9, centered=False, weight_decay=0.1)
 entry("rmsprop_update",
-      lambda p1, g1, b1, s1, p2, g2, b2, s2, t1, t2: [x for new in rmsprop_update(
-          [(p1, g1, s1, b1, t1), (p2, g2, s2, b2, t2)], _RMSPROP) for x in new],
+      lambda p1, g1, b1, s1, p2, g2, b2, s2, t1, t2: _updated(rmsprop_update,
+          [(p1, g1, s1, b1, t1), (p2, g2, s2, b2, t2)], _RMSPROP),
       _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 entry("adagrad_update",
-      lambda p1, g1, s1, p2, g2, s2, t1, t2: [x for new in adagrad_update(
-          [(p1, g1, s1, t1), (p2, g2, s2, t2)], dict(lr=0.1, lr_decay=0.01, eps=1e-10, weight_decay=0.01))
-          for x in new],
+      lambda p1, g1, s1, p2, g2, s2, t1, t2: _updated(adagrad_update,
+          [(p1, g1, s1, t1), (p2, g2, s2, t2)], dict(lr=0.1, lr_decay=0.01, eps=1e-10, weight_decay=0.01)),
       _two_params(3, (np.array(3.0), np.array(7.0))), order=0)
 entry("adadelta_update",
-      lambda p1, g1, s1, a1, p2, g2, s2, a2, t1, t2: [x for new in adadelta_update(
-          [(p1, g1, s1, a1, t1), (p2, g2, s2, a2, t2)], dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.01))
-          for x in new],
+      lambda p1, g1, s1, a1, p2, g2, s2, a2, t1, t2: _updated(adadelta_update,
+          [(p1, g1, s1, a1, t1), (p2, g2, s2, a2, t2)], dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.01)),
       _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 entry("adamax_update",
-      lambda p1, g1, m1, u1, p2, g2, m2, u2, t1, t2: [x for new in adamax_update(
-          [(p1, g1, m1, u1, t1), (p2, g2, m2, u2, t2)], dict(lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1))
-          for x in new],
+      lambda p1, g1, m1, u1, p2, g2, m2, u2, t1, t2: _updated(adamax_update,
+          [(p1, g1, m1, u1, t1), (p2, g2, m2, u2, t2)], dict(lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)),
       _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 entry("nadam_update",
-      lambda p1, g1, m1, v1, p2, g2, m2, v2, q1, q2, t1, t2: [x for new in nadam_update(
-          [(p1, g1, m1, v1, q1, t1), (p2, g2, m2, v2, q2, t2)], dict(_ADAM, momentum_decay=4e-3)) for x in new],
+      lambda p1, g1, m1, v1, p2, g2, m2, v2, q1, q2, t1, t2: _updated(nadam_update,
+          [(p1, g1, m1, v1, q1, t1), (p2, g2, m2, v2, q2, t2)], dict(_ADAM, momentum_decay=4e-3)),
       _two_params(4, (np.array(0.8), np.array(0.7), np.array(3.0), np.array(7.0))), order=0)
 entry("radam_update",   # betas (0.9, 0.999): the first parameter before rectification (step 4), the second after (8)
-      lambda p1, g1, m1, v1, p2, g2, m2, v2, t1, t2: [x for new in radam_update(
-          [(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], _ADAM) for x in new],
+      lambda p1, g1, m1, v1, p2, g2, m2, v2, t1, t2: _updated(radam_update,
+          [(p1, g1, m1, v1, t1), (p2, g2, m2, v2, t2)], _ADAM),
       _two_params(4, (np.array(3.0), np.array(7.0))), order=0)
 entry("sgd_momentum_update",
-      lambda p1, g1, b1, p2, g2, b2: [x for new in sgd_momentum_update(
-          [(p1, g1, b1), (p2, g2, b2)], dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True))
-          for x in new],
+      lambda p1, g1, b1, p2, g2, b2: _updated(sgd_momentum_update,
+          [(p1, g1, b1), (p2, g2, b2)], dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True)),
       _two_params(3), order=0)
 
 

@@ -21,9 +21,10 @@ import functools
 
 import jax.numpy as jnp
 
-from .._capture import scalar_recipes
+from .._capture import Sym, aval_of, current, scalar_recipes
 from ..ops import registry
 from ..ops.registry import VARIADIC, apply, op
+from ..ops.views import write
 
 
 def _decayed(p, g, wd, weight_decay):
@@ -250,15 +251,22 @@ def _radam(*args, n, weight_decay):
 
 def fusable(*tensors) -> bool:
     """The fused updates cover real floating tensors of one dtype and shape (per parameter)."""
-    v0 = tensors[0]._value
-    dt, shape = v0.dtype, tuple(v0.shape)
-    if dt.kind != "f":
+    av = _aval(tensors[0]._value)
+    if av[1].kind != "f":
         return False
     for t in tensors[1:]:
-        v = t._value
-        if v.dtype != dt or tuple(v.shape) != shape:
+        if _aval(t._value) != av:
             return False
     return True
+
+
+def _aval(v) -> tuple:
+    return v.aval if type(v) is Sym else aval_of(v)
+
+
+def float_valued(t) -> bool:
+    """Whether tensor ``t`` holds real floating values (a step count the fused updates keep as a float)."""
+    return _aval(t._value)[1].kind == "f"
 
 
 def _adam_numbers(group) -> tuple:
@@ -303,21 +311,29 @@ def _sgd_numbers(group) -> tuple:
     return group["momentum"], 1 - group["dampening"], -group["lr"], float(group["weight_decay"])
 
 
-def _fused_apply(fn, items: list, numbers, group, **params) -> list:
-    """``apply(fn, *tensors of items, *numbers(group))`` regrouped per item: each item (a parameter's
-    ``(p, g, *state)``) gets back the new value of each of its tensors but ``g``. While ``dynajax.compile``
-    records, each number carries how to read it again from ``group`` (``_capture.scalar_recipes``: a
-    speculative run passes the next call's numbers, a learning-rate schedule's included)."""
+def _fused_apply(fn, items: list, numbers, group, **params) -> None:
+    """``apply(fn, *tensors of items, *numbers(group))``, each result written into its tensor: each item (a
+    parameter's ``(p, g, *state)``) gets the new value of each of its tensors but ``g``. While
+    ``dynajax.compile`` records, the outputs are recorded straight into those tensors
+    (``Capture.update_in_place``), and each number carries how to read it again from ``group``
+    (``_capture.scalar_recipes``: a speculative run passes the next call's numbers, a learning-rate
+    schedule's included)."""
     tensors = [t for item in items for t in item]
+    written = [t for item in items for t in item[:1] + item[2:]]
     nums = numbers(group)
-    if not registry.record_creation:   # eager: nothing records
+    cap = current() if registry.record_creation else None
+    if cap is None:   # eager (or verify's dual recording): an op, then a write per result
         out = apply(fn, *tensors, *nums, **params)
-    else:
-        n = len(tensors)
-        with scalar_recipes({n + k: functools.partial(_number, numbers, group, k) for k in range(len(nums))}):
-            out = apply(fn, *tensors, *nums, **params)
-    k = len(items[0]) - 1
-    return [out[i:i + k] for i in range(0, len(out), k)]
+        for t, new in zip(written, out):
+            write(t, new)
+        return
+    n = len(tensors)
+    with scalar_recipes({n + k: functools.partial(_number, numbers, group, k) for k in range(len(nums))}):
+        if cap.update_in_place(fn, (*tensors, *nums), params, written):
+            return
+        out = apply(fn, *tensors, *nums, **params)
+    for t, new in zip(written, out):
+        write(t, new)
 
 
 def _number(numbers, group, k):
@@ -326,38 +342,38 @@ def _number(numbers, group, k):
 
 def adam_update(params, group):
     """One fused Adam step of ``params``: a list of ``(p, g, m, v, step)``, or ``(p, g, m, v, v_max, step)``
-    where ``group["amsgrad"]``; returns the new ``(p, m, v, step)`` (``(p, m, v, v_max, step)``) of each.
+    where ``group["amsgrad"]``; writes the new ``p, m, v, step`` (and ``v_max``) of each in place.
     ``group``: the param group (learning rate, betas, eps, weight decay and its mode, amsgrad)."""
     extra = {"amsgrad": True} if group.get("amsgrad") else {}   # (the plain op's params, and keys, as they were)
-    return _fused_apply(_adam, params, _adam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group),
+    _fused_apply(_adam, params, _adam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group),
                         **extra)
 
 
 def sgd_momentum_update(params, group):
     """One fused SGD step of ``params``: a list of ``(p, g, buf)`` (``(p, g)`` where the group has no
-    momentum); returns ``(p, buf)`` (``(p,)``) for each. ``group``: the param group (learning rate,
+    momentum); writes the new ``p`` (and ``buf``) of each in place. ``group``: the param group (learning rate,
     momentum, dampening, weight decay, nesterov)."""
     extra = {} if group["momentum"] else {"momentum": False}   # (the momentum op's params, and keys, as they were)
-    return _fused_apply(_sgd_momentum, params, _sgd_numbers, group, n=len(params), nesterov=bool(group["nesterov"]),
+    _fused_apply(_sgd_momentum, params, _sgd_numbers, group, n=len(params), nesterov=bool(group["nesterov"]),
                         l2=bool(group["weight_decay"]), **extra)
 
 
 def rmsprop_update(params, group):
     """One fused RMSprop step of ``params``: a list of ``(p, g, square_avg, [grad_avg], [momentum_buffer],
-    step)``; returns the new values of each but ``g``."""
-    return _fused_apply(_rmsprop, params, _rmsprop_numbers, group, n=len(params), centered=bool(group["centered"]),
+    step)``; writes the new value of each but ``g`` in place."""
+    _fused_apply(_rmsprop, params, _rmsprop_numbers, group, n=len(params), centered=bool(group["centered"]),
                         momentum=bool(group["momentum"] > 0), l2=bool(group["weight_decay"]))
 
 
 def adagrad_update(params, group):
-    """One fused Adagrad step of ``params``: a list of ``(p, g, sum, step)``; returns ``(p, sum, step)``."""
-    return _fused_apply(_adagrad, params, _adagrad_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
+    """One fused Adagrad step of ``params``: a list of ``(p, g, sum, step)``; writes the new ``p, sum, step`` in place."""
+    _fused_apply(_adagrad, params, _adagrad_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
 
 
 def adadelta_update(params, group):
-    """One fused Adadelta step of ``params``: a list of ``(p, g, square_avg, acc_delta, step)``; returns
-    ``(p, square_avg, acc_delta, step)``."""
-    return _fused_apply(_adadelta, params, _adadelta_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
+    """One fused Adadelta step of ``params``: a list of ``(p, g, square_avg, acc_delta, step)``; writes the
+    new value of each but ``g`` in place."""
+    _fused_apply(_adadelta, params, _adadelta_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
 
 
 def _weight_decay_mode(group) -> str:
@@ -366,18 +382,18 @@ def _weight_decay_mode(group) -> str:
 
 
 def adamax_update(params, group):
-    """One fused Adamax step of ``params``: a list of ``(p, g, exp_avg, exp_inf, step)``; returns
-    ``(p, exp_avg, exp_inf, step)``."""
-    return _fused_apply(_adamax, params, _adamax_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
+    """One fused Adamax step of ``params``: a list of ``(p, g, exp_avg, exp_inf, step)``; writes the
+    new value of each but ``g`` in place."""
+    _fused_apply(_adamax, params, _adamax_numbers, group, n=len(params), l2=bool(group["weight_decay"]))
 
 
 def nadam_update(params, group):
     """One fused NAdam step of ``params``: a list of ``(p, g, exp_avg, exp_avg_sq, mu_product, step)``;
-    returns ``(p, exp_avg, exp_avg_sq, mu_product, step)``."""
-    return _fused_apply(_nadam, params, _nadam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group))
+    writes the new value of each but ``g`` in place."""
+    _fused_apply(_nadam, params, _nadam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group))
 
 
 def radam_update(params, group):
-    """One fused RAdam step of ``params``: a list of ``(p, g, exp_avg, exp_avg_sq, step)``; returns
-    ``(p, exp_avg, exp_avg_sq, step)``."""
-    return _fused_apply(_radam, params, _adam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group))
+    """One fused RAdam step of ``params``: a list of ``(p, g, exp_avg, exp_avg_sq, step)``; writes the
+    new value of each but ``g`` in place."""
+    _fused_apply(_radam, params, _adam_numbers, group, n=len(params), weight_decay=_weight_decay_mode(group))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from ..ops.creation import full_like, state_zeros_like, tensor
-from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, fusable, nadam_update,
-                     radam_update, rmsprop_update, sgd_momentum_update)
+from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, float_valued, fusable,
+                     nadam_update, radam_update, rmsprop_update, sgd_momentum_update)
 from .optimizer import Optimizer, required, set_
 
 
@@ -19,15 +19,6 @@ def _decay(grad: Tensor, p: Tensor, wd: float) -> Tensor:
     return grad + p * wd if wd else grad
 
 
-def _set_fused(fused: list, new: list) -> None:
-    """Rebind each parameter and state tensor of ``fused`` (items ``(p, grad, *state)``) to the new value a
-    fused update returned for it (``new``: per item, ``(p, *state)``)."""
-    for (p, _, *olds), (new_p, *news) in zip(fused, new):
-        set_(p, new_p)
-        for old, val in zip(olds, news):
-            set_(old, val)
-
-
 def _update_fused(opt, items: list, group: dict, names: list, update, scalars: tuple = ()) -> None:
     """Update the parameters of ``items`` (``(p, grad, state)``) whose state tensors ``names`` (each shaped as
     the parameter), 0-d float states ``scalars`` and float step ``update`` (a fused op of ``_fused``) covers
@@ -37,12 +28,13 @@ def _update_fused(opt, items: list, group: dict, names: list, update, scalars: t
         opt._init_state(p, state, group)
         kept = [state[k] for k in names]
         extra = [state[k] for k in scalars]
-        if fusable(p, grad, *kept) and all(t._value.dtype.kind == "f" for t in (*extra, state["step"])):
-            fused.append((p, grad, *kept, *extra, state["step"]))
+        extra.append(state["step"])
+        if fusable(p, grad, *kept) and all([float_valued(t) for t in extra]):
+            fused.append((p, grad, *kept, *extra))
         else:
             opt._update(p, grad, state, group)
     if fused:
-        _set_fused(fused, update(fused, group))
+        update(fused, group)
 
 
 class SGD(Optimizer):
@@ -76,7 +68,7 @@ class SGD(Optimizer):
             else:
                 self._update(p, grad, state, group)
         if fused:
-            _set_fused(fused, sgd_momentum_update(fused, group))
+            sgd_momentum_update(fused, group)
 
     def _update(self, p, grad, state, group) -> None:
         grad = _decay(grad, p, group["weight_decay"])

@@ -105,17 +105,19 @@ class Optimizer:
         if closure is not None:
             with grad_mode.enable_grad():
                 loss = closure()
+        state = self.state
         for group in self.param_groups:
             items = []
+            maximize = group.get("maximize", False)
             for p in group["params"]:
-                if p.grad is None:
-                    continue
                 g = p.grad
+                if g is None:
+                    continue
                 if g._rg or g._base is not None:   # (a grad with a graph, or a view: read through an alias)
                     g = g.detach()
-                if group.get("maximize", False):
+                if maximize:
                     g = -g
-                items.append((p, g, self.state[p]))
+                items.append((p, g, state[p]))
             self._update_group(items, group)
         return loss
 
