@@ -92,6 +92,38 @@ def test_cross_entropy_target_bounds_like_torch(target, ignore):
             np.testing.assert_allclose(got, want, rtol=1e-5, equal_nan=True)
 
 
+@pytest.mark.parametrize("n", [6, 5000])   # read through the buffer by max(), and by numpy past 4096 targets
+@pytest.mark.parametrize("bad", [None, 7, -3])
+@pytest.mark.parametrize("read", ["buffer", "view", "no buffer"])
+def test_cross_entropy_target_bounds_every_path(n, bad, read, monkeypatch):
+    """The bounds check's paths (a small batch's buffer, numpy for large ones, a view's targets, an array
+    without a host buffer) agree with PyTorch: the same loss, or the same IndexError naming the class."""
+    from dynajax.nn import _losses
+
+    if read == "no buffer":
+        def no_buffer(v):
+            raise TypeError("no host buffer")
+        monkeypatch.setattr(_losses, "memoryview", no_buffer, raising=False)
+    target = RNG.integers(0, 5, 2 * n)
+    if bad is not None:
+        target[2 * (n // 2)] = bad   # an even position: the view below keeps it
+    target[1] = 99                   # an odd one, which no case reads
+    logits = RNG.standard_normal((n, 5)).astype(np.float32)
+    picked = target[::2]
+    try:
+        want = TF.cross_entropy(torch.tensor(logits), torch.tensor(picked)).item()
+    except IndexError as exc:
+        want = exc
+    y = dj.tensor(target)[::2] if read == "view" else dj.tensor(picked)
+    if isinstance(want, IndexError):
+        assert bad is not None
+        with pytest.raises(IndexError, match=f"Target {bad} is out of bounds"):
+            F.cross_entropy(dj.tensor(logits), y)
+    else:
+        assert bad is None
+        np.testing.assert_allclose(F.cross_entropy(dj.tensor(logits), y).item(), want, rtol=1e-5)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "none"])
 def test_binary_losses(reduction):
     p, y = RNG.random((3, 4)) * 0.9 + 0.05, (RNG.random((3, 4)) > 0.5).astype(np.float64)

