@@ -83,7 +83,9 @@ def linear(x, w, b=None):
         return y
     if b is None:
         return apply(_linear, x, w)
-    if b.dim() != 1 or b.dtype != x.dtype or b.shape[0] != w.shape[0]:   # broadcasting/promotion as ``+``
+    bv = b._value   # (the values' shapes and dtypes: no Tensor properties on the per-layer path)
+    if len(bv.shape) != 1 or bv.dtype != x._value.dtype or bv.shape[0] != w._value.shape[0]:
+        # broadcasting/promotion as ``+``
         return apply(_linear, x, w) + b
     return apply(_linear_bias, x, w, b)
 
