@@ -38,6 +38,7 @@ import weakref
 
 import jax
 
+from ._capture import is_array
 from ._tensor import Tensor
 from .lower import _tree_flatten
 
@@ -116,7 +117,7 @@ class Speculator:
                 v = obj
             else:
                 v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
-            if not isinstance(v, jax.Array):
+            if not is_array(v):
                 return None
             vals.append(v)
         scalars = p.scalars
