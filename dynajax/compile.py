@@ -245,37 +245,32 @@ class Compiled:
         outs: dict = {}      # var -> position in outputs
         input_vars = dict(zip(cap.in_vars, range(len(cap.in_vars))))
         var_of_value = cap.var_of_value if cap.dual else None
-
-        def visit(obj, value, kind):
+        # candidates: tensors the step rebound or read, tensors it created (alive), generators it drew from
+        cands = [(t, t._value, "t") for t, _, _, _ in cap.adopted]
+        born = [r() for r in cap.born]
+        cands += [(t, t._value, "t") for t in born if t is not None]
+        cands += [(g, g._key, "g") for g, _, _ in cap.gens]
+        for obj, value, kind in cands:
             if type(value) is Sym:
                 var = value.idx
             elif var_of_value is not None:
                 var = var_of_value(value)
                 if var is None:
-                    return
+                    continue
             else:
-                return
+                continue
             if id(obj) in targets:
-                return
+                continue
             targets[id(obj)] = (obj, var, kind)
             if var not in input_vars and var not in outs:
                 outs[var] = len(outs)
-
-        for t, _, _, _ in cap.adopted:
-            visit(t, t._value, "t")
-        for r in cap.born:
-            t = r()
-            if t is not None:
-                visit(t, t._value, "t")
-        for g, _, _ in cap.gens:
-            visit(g, g._key, "g")
         donate = _donatable(cap, targets, input_vars) if self.donate else ()
         plan = _Plan()
         plan.eqns, plan.in_vars, plan.nvars = cap.eqns, cap.in_vars, cap.nvars
         plan.outs = tuple(outs)
         plan.targets = list(targets.values())
         plan.donate = donate
-        plan.key = (tuple(cap.in_avals), tuple(type(s) for s in cap.scalars), tuple(cap.keys), plan.outs, donate)
+        plan.key = (tuple(cap.in_avals), tuple([type(s) for s in cap.scalars]), tuple(cap.keys), plan.outs, donate)
         return plan
 
     # ------------------------------------------------------------ verify
@@ -530,7 +525,7 @@ def _merge_donated(donated, kept, donate, n):
 def _donatable(cap: Capture, targets: dict, input_vars: dict) -> tuple:
     """Inputs whose tensors all get new values: their buffers die with the step, so they are donated."""
     still_read = {var for _, var, _ in targets.values() if var in input_vars}
-    return tuple(i for i, v in enumerate(cap.in_vars) if v not in still_read)
+    return tuple([i for i, v in enumerate(cap.in_vars) if v not in still_read])
 
 
 def _unshare(cap: Capture, donate: tuple) -> None:
