@@ -98,7 +98,8 @@ def test_updates_are_one_fused_op_per_step(name, kwargs, op, monkeypatch):
 
 
 @pytest.mark.parametrize("name,kwargs", [("NAdam", dict(lr=0.01, weight_decay=0.1)),
-                                         ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True))])
+                                         ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+                                         ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1))])
 def test_compiled_steps_match_torch_without_reading_values(name, kwargs):
     """Under dynajax.compile: NAdam's momentum product is known on the host (no graph break per step) and
     SGD's momentum buffers exist before the first update (one executable); values as torch.optim's."""
@@ -118,6 +119,37 @@ def test_compiled_steps_match_torch_without_reading_values(name, kwargs):
     assert step.stats.graph_breaks == 0
     # one executable: NAdam's 1 - beta2 ** 1 at step 1 equals its 1 - beta2, and those still take two slots
     assert step.stats.compiles == 1
+
+
+@pytest.mark.parametrize("grad_mode", ["no_grad", "enable_grad"])
+def test_fused_update_written_in_place_like_eager(grad_mode):
+    """A fused update writes its results into the parameters and state tensors: recorded straight into them
+    under dynajax.compile (under no_grad, as optimizers call it) or, under grad mode, as an op and a write
+    each; either way the values and the version counters are the eager call's."""
+    from dynajax.autograd import grad_mode as gm
+    from dynajax.optim._fused import adam_update
+
+    group = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, decoupled_weight_decay=False)
+
+    def make():
+        return [tuple(dj.tensor(a) for a in (p, g, np.zeros_like(p), np.zeros_like(p)))
+                + (dj.tensor(np.float32(3.0)),) for p, g in zip(P0, GRADS[0])]
+
+    def update(items):
+        with getattr(gm, grad_mode)():
+            adam_update(items, group)
+        return items[0][0]
+
+    eager, compiled = make(), make()
+    versions = [[t._version for t in item] for item in compiled]
+    update(eager)
+    step = dj.compile(update)
+    step(compiled)
+    for a, b, v0 in zip(eager, compiled, versions):
+        for ta, tb, v in zip(a, b, v0):
+            assert_close(tb, ta, rtol=1e-6, atol=0)
+            assert tb._version == ta._version
+        assert [t._version - v for t in b] == [1, 0, 1, 1, 1]   # every tensor but the gradient was written
 
 
 def test_step_bumps_version_and_keeps_identity():
