@@ -75,6 +75,12 @@ def aval_of(arr) -> tuple:
     return tuple(arr.shape), np.dtype(arr.dtype)
 
 
+def value_aval(v) -> tuple:
+    """``(shape, dtype)`` of a tensor's value: a Sym's own, an array's from its aval (jax arrays' ``shape`` and
+    ``dtype`` are Python properties, several times dearer, the more so with cold caches)."""
+    return v.aval if type(v) is Sym else aval_of(v)
+
+
 def is_recorded(t) -> bool:
     """True while tensor ``t`` holds a value a compiled step is recording, or an array with shards in other
     processes (``dynajax.distributed``): a value eager-only checks cannot read, so they skip it."""

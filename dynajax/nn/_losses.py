@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtype
-from .._capture import is_recorded
+from .._capture import aval_of, is_recorded
 from .._tensor import Tensor
 from ..ops import elementwise as _ew
 from ..ops.registry import apply
@@ -90,7 +90,7 @@ def _check_classes(target: Tensor, C: int, ignore_index: int) -> None:
     ~5 us hot but ~130 us right after a compiled step's executable has evicted the caches (measured), the
     buffer and ``max`` ~3 and ~45 us."""
     v = target._value if target._base is None else target.detach()._value
-    if v.size <= _SMALL_TARGETS:
+    if math.prod(aval_of(v)[0]) <= _SMALL_TARGETS:
         try:
             in_bounds = max(memoryview(v).cast("B").cast("Q"), default=0) < C
         except (TypeError, ValueError, BufferError):   # no host buffer (an accelerator's array)

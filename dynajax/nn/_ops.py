@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from .._capture import Sym, recorded_args
+from .._capture import Sym, recorded_args, value_aval
 from .._tensor import _make
 from ..ops import registry
 from ..ops.registry import apply, op
@@ -83,8 +83,8 @@ def linear(x, w, b=None):
         return y
     if b is None:
         return apply(_linear, x, w)
-    bv = b._value   # (the values' shapes and dtypes: no Tensor properties on the per-layer path)
-    if len(bv.shape) != 1 or bv.dtype != x._value.dtype or bv.shape[0] != w._value.shape[0]:
+    (bs, bd), (ws, _) = value_aval(b._value), value_aval(w._value)   # (no Tensor or jax array properties)
+    if len(bs) != 1 or bd != value_aval(x._value)[1] or bs[0] != ws[0]:
         # broadcasting/promotion as ``+``
         return apply(_linear, x, w) + b
     return apply(_linear_bias, x, w, b)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtype, random
-from .._capture import is_recorded
+from .._capture import is_recorded, value_aval
 from .._tensor import Tensor, _make, _wrap_dim
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
@@ -46,11 +46,11 @@ def _tuple(v, n: int, name: str = "") -> tuple:
 # ---------------------------------------------------------------- linear / conv
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``."""
-    xv, wv = input._value, weight._value
-    if xv.dtype != wv.dtype:
+    (xs, xd), (ws, wd) = value_aval(input._value), value_aval(weight._value)
+    if xd != wd:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_c_name(input.dtype)} != "
                            f"{_c_name(weight.dtype)}")
-    if xv.shape[-1] != wv.shape[-1]:
+    if xs[-1] != ws[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_ops_shape2(input)} and "
                            f"{weight.shape[-1]}x{weight.shape[0]})")
     return _ops.linear(input, weight, bias)

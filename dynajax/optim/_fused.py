@@ -21,7 +21,7 @@ import functools
 
 import jax.numpy as jnp
 
-from .._capture import Sym, aval_of, current, scalar_recipes
+from .._capture import current, scalar_recipes, value_aval
 from ..ops import registry
 from ..ops.registry import VARIADIC, apply, op
 from ..ops.views import write
@@ -251,22 +251,18 @@ def _radam(*args, n, weight_decay):
 
 def fusable(*tensors) -> bool:
     """The fused updates cover real floating tensors of one dtype and shape (per parameter)."""
-    av = _aval(tensors[0]._value)
+    av = value_aval(tensors[0]._value)
     if av[1].kind != "f":
         return False
     for t in tensors[1:]:
-        if _aval(t._value) != av:
+        if value_aval(t._value) != av:
             return False
     return True
 
 
-def _aval(v) -> tuple:
-    return v.aval if type(v) is Sym else aval_of(v)
-
-
 def float_valued(t) -> bool:
     """Whether tensor ``t`` holds real floating values (a step count the fused updates keep as a float)."""
-    return _aval(t._value)[1].kind == "f"
+    return value_aval(t._value)[1].kind == "f"
 
 
 def _adam_numbers(group) -> tuple:
