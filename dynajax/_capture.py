@@ -358,12 +358,10 @@ class Capture:
         self.keys.append((key_fn, pkey, refs))
         return hit[0], syms
 
-    def hook(self, op, args, params):
-        """``registry._hooks`` entry: record ``op`` (and, in dual mode, run it too)."""
-        if self.busy or threading.get_ident() != self.thread:
-            return NotImplemented
-        if self.dual:
-            return self._hook_dual(op, args, params)
+    def _record_op(self, op, args, params: dict) -> tuple:
+        """Record registry op ``op`` on ``args``, adopting tensors created before the step (``op.check`` and
+        ``op.error`` raise PyTorch's errors on bad input); returns (whether a tensor argument requires grad,
+        the output Syms)."""
         refs, avals, rg = [], [], False
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
@@ -388,6 +386,15 @@ class Capture:
             if op.error is not None:
                 op.error(exc, *args, **params)
             raise
+        return rg, syms
+
+    def hook(self, op, args, params):
+        """``registry._hooks`` entry: record ``op`` (and, in dual mode, run it too)."""
+        if self.busy or threading.get_ident() != self.thread:
+            return NotImplemented
+        if self.dual:
+            return self._hook_dual(op, args, params)
+        rg, syms = self._record_op(op, args, params)
         if rg and op.rule is not None and grad_mode.state.enabled:
             res = registry._record(op, args, params, syms[0] if op.nout == 1 else tuple(syms))
             self.bwd.note(res)
@@ -398,29 +405,14 @@ class Capture:
         """Record ``op`` (a fused optimizer update, run under ``no_grad``) and write each output ``k`` straight
         into tensor ``written[k]``, as ``optimizer.set_`` of its result would (rebind, version bump), without a
         Tensor per output or a ``set_`` each. False, recording nothing, where that write could not be a
-        plain rebind (a view among the arguments, grad mode on) or this capture is not the only hook."""
-        if (self.busy or self.dual or grad_mode.state.enabled or threading.get_ident() != self.thread
-                or registry._hooks != [self.hook]):
+        plain rebind (a view among the arguments, grad mode on) or this capture is not the only hook. Called on
+        the capture ``current()`` returns (this thread's, not verify's dual one)."""
+        if self.busy or grad_mode.state.enabled or registry._hooks != [self.hook]:
             return False
         for a in args:
             if isinstance(a, Tensor) and a._base is not None:
                 return False
-        if op.check is not None:
-            op.check(*args, **params)
-        refs, avals = [], []
-        adopt = self._adopt
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor):
-                v = a._value
-                if type(v) is not Sym:
-                    v = adopt(a)
-                refs.append(v.idx)
-                avals.append(v.aval)
-            else:
-                r, av = self._arg(a, op, i)
-                refs.append(r)
-                avals.append(av)
-        _, syms = self._emit(op.impl, op, params, refs, avals, args)
+        _, syms = self._record_op(op, args, params)
         note = self.adopted.append
         for t, s in zip(written, syms):
             note((t, t._value, t.grad, None))
