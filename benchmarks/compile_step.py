@@ -1,5 +1,7 @@
-"""Training-step time, side by side in one process: dynajax eager, dynajax.compile (default, and with
-``speculate=True``), hand-written jax.jit, PyTorch eager, on four workloads:
+"""Training-step time, side by side in one process: dynajax eager, dynajax.compile (default, with
+``speculate=True``, and default settled: a second default instance timed only after the calls its
+speculation needs to decide, as deep into a long run), hand-written jax.jit, PyTorch eager, on four
+workloads:
 
 - MLP 784-512-512-10, batch 128, Adam, cross-entropy;
 - CNN on 28x28x1, batch 64: conv 1->16 3x3 + BatchNorm2d + ReLU + MaxPool2d(2), conv 16->32 3x3 + ReLU +
@@ -392,7 +394,24 @@ WORKLOADS = [
 ]
 NAMES = {"dynajax_eager": "dynajax eager", "dynajax_compiled": "dynajax compiled",
          "dynajax_speculative": "dynajax compiled, speculate=True",
+         "dynajax_settled": "dynajax compiled, default settled",
          "jax": "jax.jit (hand-written)", "torch": "PyTorch eager"}
+
+
+def _settle(comp, run, block, limit_s: float = 60.0) -> tuple:
+    """Run a default-compiled step (``speculate=None``) until its speculation is decided: the twin bought
+    once the capture time the idle device waited through adds up to the compile's, and the trial (plain
+    and speculated calls alternated) over, as in a long training run. Returns (calls, seconds, the
+    verdict: True speculating, False not, None undecided within ``limit_s``). Reads the speculator's state
+    (``Compiled._speculator``): nothing public tells a decided trial apart."""
+    t0, calls = time.perf_counter(), 0
+    while time.perf_counter() - t0 < limit_s:
+        block(run())
+        calls += 1
+        states = list(comp._speculator.keys.values())
+        if states and all(ks.verdict is not None for ks in states):
+            return calls, time.perf_counter() - t0, all(ks.verdict for ks in states)
+    return calls, time.perf_counter() - t0, None
 
 
 def _time(run, steps: int, block, warm: int = 0) -> float:
@@ -429,6 +448,9 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
     first_call, build = time.perf_counter() - t1, t1 - t0
     contenders["dynajax_compiled"] = (comp_run, jax_block)
     contenders["dynajax_speculative"] = (w.dynajax(True, donate, True)[0], jax_block)
+    settled_run, settled = w.dynajax(True, donate)
+    settle = _settle(settled, settled_run, jax_block)
+    contenders["dynajax_settled"] = (settled_run, jax_block)
     contenders["jax"] = (w.jax(), jax_block)
     contenders["dynajax_eager"] = (w.dynajax(False, donate)[0], jax_block)
     try:
@@ -461,7 +483,7 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
             "pipelined_ms": {k: statistics.median(r) for k, r in piped.items()},
             "first_call_ms": first_call * 1e3, "build_ms": build * 1e3,
             "compiles": st.compiles, "cache_hits": st.cache_hits, "compile_time_ms": st.compile_time * 1e3,
-            "capture_ms": cap * 1e3, "recorded_ops": st.recorded_ops,
+            "capture_ms": cap * 1e3, "recorded_ops": st.recorded_ops, "settle": settle,
             "capture_us_per_op": cap / st.recorded_ops * 1e6 if st.recorded_ops else float("nan"),
             "graph_breaks_per_step": (st.graph_breaks - breaks0) / n}
 
@@ -491,6 +513,14 @@ def run(steps: int = 10, rounds: int = 5, donate: bool = True, only=None) -> lis
                      "notes": "dynajax.compile(speculate=True): each call dispatches the last call's executable "
                               "before its capture and keeps the results when the capture matches; the default "
                               "(speculate=None) turns this on once the idle capture time pays for the extra compile"})
+        calls, secs, verdict = r["settle"]
+        rows.append({"workload": w.title + " (default, settled: after the warm-up a long run has)", "unit": "ms/step",
+                     "dynajax_eager": None, "dynajax_compiled": r["ms"]["dynajax_settled"], "jax": r["ms"]["jax"],
+                     "torch": r["ms"].get("torch"),
+                     "notes": f"dynajax.compile() with its defaults, timed after {calls} untimed calls ({secs:.1f} s): "
+                              + {True: "the speculative twin was bought and its trial found speculating faster",
+                                 False: "the speculative twin was bought and its trial found speculating slower",
+                                 None: "its speculation was still undecided"}[verdict]})
         p = r["pipelined_ms"]
         rows.append({"workload": w.title + " (throughput: steps back to back, one wait at the end)",
                      "unit": "ms/step", "dynajax_eager": p["dynajax_eager"], "dynajax_compiled": p["dynajax_compiled"],
@@ -517,6 +547,8 @@ def report(w: Workload, r: dict, steps: int, rounds: int, donate: bool) -> None:
           f"first call (capture + trace + XLA compile + run): {r['first_call_ms']:.0f} ms "
           f"(trace + XLA compile, all compiles: {r['compile_time_ms']:.0f} ms); compiles: {r['compiles']}, "
           f"cache hits: {r['cache_hits']}")
+    calls, secs, verdict = r["settle"]
+    print(f"  default settled: timed after {calls} untimed calls ({secs:.1f} s), speculating: {verdict}")
     print(f"  capture: {r['capture_ms']:.3f} ms/call, {r['recorded_ops']} recorded ops, "
           f"{r['capture_us_per_op']:.1f} us/op averaged (mostly fixed per-call work); graph breaks/step: "
           f"{r['graph_breaks_per_step']:.1f}")
