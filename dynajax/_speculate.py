@@ -44,7 +44,10 @@ from .lower import _tree_flatten
 
 MISSES_ALLOWED = 2       # misses a key may have, plus one per HITS_PER_MISS hits, before it stops speculating
 HITS_PER_MISS = 16
-TRIAL = 8                # calls of each kind, alternated, that decide whether speculating pays (``None``)
+TRIAL = 24               # calls of each kind, alternated, that decide whether speculating pays (``None``):
+                         # on a noisy 2-core machine a median of 8 call times picked the MLP's slower mode in
+                         # 1 of 3 trials, of 24 in none of 3 (speculating 4-6% faster there); a wrong verdict
+                         # costs every later call, a longer trial ~16 more calls of the worse mode
 
 
 class _Prediction:
