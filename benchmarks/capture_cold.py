@@ -22,30 +22,9 @@ import time
 import jax
 import numpy as np
 
-import dynajax as dj
-from compile_step import SIZES, _data, LR
+from compile_step import dynajax_step
 
-_compile = importlib.import_module("dynajax.compile")   # the module (``dj.compile`` is the function)
-
-
-def _mlp_step():
-    """(the compiled MLP step, its arguments)."""
-    dj.manual_seed(0)
-    nn = dj.nn
-    layers = []
-    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layers += [nn.Linear(a, b)] + ([nn.ReLU()] if i < len(SIZES) - 2 else [])
-    model = nn.Sequential(*layers)
-    opt = dj.optim.Adam(model.parameters(), lr=LR)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    x, y = _data()
-    return dj.compile(step, speculate=False), (dj.tensor(x), dj.tensor(y))
+_compile = importlib.import_module("dynajax.compile")   # the module (``dynajax.compile`` the attribute is the function)
 
 
 def _capture_once(fn, args) -> float:
@@ -65,13 +44,14 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
-    fn, args = _mlp_step()
+    run, fn = dynajax_step(True, speculate=False)
+    args = run.args
     for _ in range(5):
-        jax.block_until_ready(fn(*args)._value)
+        jax.block_until_ready(run())
     big = np.ones(8_000_000, np.float32)
     before = {
         "back to back": lambda: None,
-        "after the step's executable": lambda: jax.block_until_ready(fn(*args)._value),
+        "after the step's executable": lambda: jax.block_until_ready(run()),
         "after a 32 MB numpy sum": big.sum,
         "after a 1 ms sleep": lambda: time.sleep(1e-3),
     }

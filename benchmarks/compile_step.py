@@ -87,7 +87,11 @@ def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool, spe
         return loss
     fn = dj.compile(step, donate=donate, speculate=speculate) if compiled else step
     x, y = dj.tensor(x), dj.tensor(y)
-    return (lambda: fn(x, y)._value), fn
+
+    def run():
+        return fn(x, y)._value
+    run.args = (x, y)   # (capture_cold.py records the step on them without running it)
+    return run, fn
 
 
 def _torch_runner(model, opt, loss_fn, x, y):
