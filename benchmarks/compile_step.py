@@ -1,7 +1,7 @@
 """Training-step time, side by side in one process: dynajax eager, dynajax.compile (default, with
 ``speculate=True``, and default settled: a second default instance timed only after the calls its
-speculation needs to decide, as deep into a long run), hand-written jax.jit, PyTorch eager, on four
-workloads:
+speculation needs to decide, as deep into a long run), hand-written jax.jit, PyTorch eager (on the GPU
+when JAX runs on one), on four workloads:
 
 - MLP 784-512-512-10, batch 128, Adam, cross-entropy;
 - CNN on 28x28x1, batch 64: conv 1->16 3x3 + BatchNorm2d + ReLU + MaxPool2d(2), conv 16->32 3x3 + ReLU +
@@ -94,8 +94,20 @@ def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool, spe
     return run, fn
 
 
+def _torch_device() -> str:
+    """Where PyTorch eager runs: on the GPU when JAX runs there too and torch sees one, so the PyTorch column
+    compares like with like on an accelerator; else the CPU."""
+    import torch
+    return "cuda" if jax.default_backend() == "gpu" and torch.cuda.is_available() else "cpu"
+
+
 def _torch_runner(model, opt, loss_fn, x, y):
-    """A runner of one PyTorch training step returning the loss."""
+    """A runner of one PyTorch training step returning the loss (blocking on it reads ``.item()``, which
+    waits for the GPU too). ``Module.to`` moves the parameters in place, so ``opt`` still holds them."""
+    dev = _torch_device()
+    model.to(dev)
+    x, y = x.to(dev), y.to(dev)
+
     def run():
         opt.zero_grad()
         loss = loss_fn(model(x), y)
@@ -327,7 +339,7 @@ def _cell_lm(ns, lib):
             self.head = ns.Linear(HIDDEN, VOCAB)
 
         def forward(self, tokens):
-            h, hs = lib.zeros(tokens.shape[0], HIDDEN), []
+            h, hs = lib.zeros(tokens.shape[0], HIDDEN, device=tokens.device), []
             for x in self.embed(tokens).unbind(1):
                 h = self.cell(x, h)
                 hs.append(h)
@@ -566,6 +578,11 @@ def main() -> None:
     ap.add_argument("--no-donate", action="store_true")
     ap.add_argument("--only", nargs="+", choices=[w.key for w in WORKLOADS])
     a = ap.parse_args()
+    try:
+        where = f"PyTorch eager on {_torch_device()}"
+    except ImportError:
+        where = "no PyTorch"
+    print(f"JAX on {jax.devices()[0].device_kind} ({jax.default_backend()}), {where}\n")
     for w in _selected(a.only):
         report(w, measure(w, a.steps, a.rounds, not a.no_donate), a.steps, a.rounds, not a.no_donate)
 

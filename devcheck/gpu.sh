@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# One device run (the session tool `device`, ~5 min of its 15): what dynajax's compiled steps do on a
-# GPU (benchmarks/compile_step.py), then the compile tests there, at JAX's default matmul precision
-# (TF32 on Hopper) and at "highest". Output lands in $OUT (the tool's folder; /tmp elsewhere).
+# One device run (the session tool `device`, ~6 min of its 15): dynajax's compiled steps on a GPU against
+# hand-written jax.jit and PyTorch eager on the same GPU (benchmarks/compile_step.py), then the compile tests
+# at JAX's default matmul precision (TF32 on Hopper; dynajax's own matmuls and convolutions ask for HIGHEST)
+# and the whole suite with JAX_DEFAULT_MATMUL_PRECISION=highest. Output lands in $OUT (the tool's folder;
+# /tmp elsewhere). Each stage has its own time limit; pytest gets SIGINT at its limit so it still prints
+# its summary.
 cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT="${OUT:-/tmp}"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT="${OUT:-/tmp}" XLA_PYTHON_CLIENT_PREALLOCATE=false
+nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 nproc
 python3 -c "import jax, torch, numpy; print('jax', jax.__version__, jax.devices(), 'torch', torch.__version__, 'numpy', numpy.__version__)"
-echo "=== compile_step on the GPU (PyTorch eager column: CPU tensors, not comparable)"
-timeout 180 python3 benchmarks/compile_step.py --only mlp cnn lstm 2>&1 | tee "$OUT/bench.txt" | grep -v Warning
-echo "=== tests on the GPU, default matmul precision"
-timeout 120 python3 -m pytest -q -p no:cacheprovider --maxfail=15 tests/test_compile.py 2>&1 | tail -25 | tee "$OUT/tests_default.txt"
-echo "=== tests on the GPU, JAX_DEFAULT_MATMUL_PRECISION=highest"
-JAX_DEFAULT_MATMUL_PRECISION=highest timeout 120 python3 -m pytest -q -p no:cacheprovider --maxfail=15 tests/test_compile.py tests/test_training_scripts.py 2>&1 | tail -25 | tee "$OUT/tests_highest.txt"
+echo "=== compile_step on the GPU"
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout 130 python3 benchmarks/compile_step.py --rounds 3 2>&1 | grep -v Warning | tee "$OUT/bench.txt"
+echo "=== tests/test_compile.py on the GPU, default matmul precision"
+timeout -s INT 70 python3 -m pytest -q -p no:cacheprovider -n 4 --tb=short tests/test_compile.py 2>&1 | tee "$OUT/tests_default.txt" | tail -30
+echo "=== the whole suite on the GPU, JAX_DEFAULT_MATMUL_PRECISION=highest"
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout -s INT 190 python3 -m pytest -q -p no:cacheprovider -n 8 --tb=short -rfE tests 2>&1 | tee "$OUT/tests_highest.txt" | tail -60

@@ -17,6 +17,27 @@ jax.monitoring.register_event_duration_secs_listener(
     lambda name, *a, **k: _XLA_COMPILES.append(name) if name.endswith("backend_compile_duration") else None)
 
 
+# a test of what only JAX's CPU backend does (XLA:CPU's lowering, arrays made on the host); on a GPU or TPU
+# these tests are skipped, and the numbers they guard are tested by the rest of the suite there
+XLA_CPU_ONLY = pytest.mark.skipif(jax.default_backend() != "cpu", reason="checks what JAX's CPU backend does")
+
+# where a new tensor lands: JAX's default device, as PyTorch's name ("cpu", or "cuda" on a GPU machine)
+DEFAULT_DEVICE = {"gpu": "cuda"}.get(jax.default_backend(), jax.default_backend())
+
+
+def unavailable_device() -> str:
+    """A device name that a ``--device`` flag must refuse on this machine."""
+    return next(d for d in ("cuda", "tpu", "mps") if not _jax_has(d))
+
+
+def _jax_has(name: str) -> bool:
+    try:
+        dj.device(name).jax_device()
+        return True
+    except RuntimeError:
+        return False
+
+
 def xla_compiles() -> int:
     """How many XLA compilations this process has run (JAX's backend-compile events)."""
     return len(_XLA_COMPILES)

@@ -8,6 +8,7 @@ import pytest
 
 import dynajax as dj
 from dynajax import demo
+from helpers import unavailable_device
 
 
 class _Terminal(io.StringIO):
@@ -22,7 +23,7 @@ def test_help_runs_as_a_module():
 
 
 @pytest.mark.parametrize("argv, message", [(["--steps", "-1"], "--steps must be a positive integer, got -1"),
-                                           (["--device", "cuda"], "available"),
+                                           (["--device", unavailable_device()], "available"),
                                            (["--device", "abacus"], "device type")])
 def test_bad_flags_exit_with_one_line(argv, message, capsys):
     assert demo.main(argv) == 2

@@ -4,6 +4,7 @@ import pathlib
 import sys
 
 import pytest
+from helpers import unavailable_device
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 TRAINING = ["rnn_variable_length", "adaptive_depth", "tree_lstm", "mixture_of_experts"]
@@ -73,7 +74,7 @@ def test_help_and_bad_flags(name, capsys):
         ex.parse_args(["--help"])
     assert e.value.code == 0 and "usage" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
-        ex.parse_args(["--device", "cuda"])
+        ex.parse_args(["--device", unavailable_device()])
     assert e.value.code and "available" in str(e.value.code) and "\n" not in str(e.value.code)
     if name in TRAINING:
         with pytest.raises(SystemExit) as e:

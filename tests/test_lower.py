@@ -1,6 +1,5 @@
 """Engine 2: lowering recorded define-by-run code to pure JAX functions."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

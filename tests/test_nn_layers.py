@@ -7,7 +7,7 @@ import torch
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
-from helpers import assert_close, compare, gradcheck
+from helpers import XLA_CPU_ONLY, assert_close, compare, gradcheck
 
 RNG = np.random.default_rng(0)
 
@@ -112,8 +112,8 @@ def test_grouped_transposed_convolution_matches_torch(kw, w_shape):
     assert " convolution(" not in _step_hlo(lambda x, w: F.conv_transpose2d(x, w, **kw).tanh().sum(), x, w)
 
 
-# asserts the structure of XLA:CPU's programs (elsewhere convolutions lower to other ops: cuDNN calls)
-XLA_CPU_ONLY = pytest.mark.skipif(jax.default_backend() != "cpu", reason="checks XLA:CPU's lowering")
+# XLA_CPU_ONLY (helpers) marks tests of the structure of XLA:CPU's programs (elsewhere convolutions lower
+# to other ops: cuDNN calls)
 
 
 def _step_hlo(loss, *arrays) -> str:

@@ -6,7 +6,7 @@ import torch
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
-from helpers import assert_close, compare
+from helpers import XLA_CPU_ONLY, assert_close, compare
 from test_nn_layers import check_module, randn
 
 
@@ -217,6 +217,7 @@ def test_scan_backward_equals_jax_vjp_of_the_scan(mode, masked, only_ys):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-10, atol=1e-12)
 
 
+@XLA_CPU_ONLY
 @pytest.mark.parametrize("mode", ["GRU", "LSTM"])
 def test_unmasked_scan_steps_run_as_a_conditional_on_cpu(mode, monkeypatch):
     """On XLA:CPU a recurrence without a mask runs each step as the branch of a conditional whose
@@ -225,7 +226,6 @@ def test_unmasked_scan_steps_run_as_a_conditional_on_cpu(mode, monkeypatch):
     compiled program has the conditional."""
     import jax
     from dynajax.nn import _rnn_scan as R
-    assert jax.default_backend() == "cpu"
     r = np.random.default_rng(5)
     T, B, H = 6, 3, 4
     G = {"GRU": 3, "LSTM": 4}[mode] * H

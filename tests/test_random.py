@@ -5,7 +5,7 @@ import pytest
 
 import dynajax as dj
 from dynajax import _device, random
-from helpers import xla_compiles
+from helpers import XLA_CPU_ONLY, xla_compiles
 
 
 @pytest.mark.parametrize("kind,a,b,dtype", [("uniform", -1.0, 2.0, np.float32), ("normal", 0.5, 2.0, np.float32),
@@ -26,6 +26,7 @@ def test_draw_equals_jax_random_of_its_shape(kind, a, b, dtype):
     assert len(np.unique(got)) > 1
 
 
+@XLA_CPU_ONLY   # elsewhere every eager make is a compiled kernel (_device.default_on_cpu)
 def test_new_shapes_drawn_eagerly_share_one_compiled_sampler():
     """The first two eager draws of a shape take the first numbers of a power-of-two draw (building a
     model compiles a sampler per size class, not per parameter shape); the third compiles its own
@@ -51,6 +52,7 @@ def test_new_shapes_drawn_eagerly_share_one_compiled_sampler():
     assert _device._EARLY[("fill", (3, 5), np.dtype(np.float16))] == 3
 
 
+@XLA_CPU_ONLY
 def test_optimizer_state_of_shared_shapes_compiles_no_fill():
     """Optimizer moments are made once per parameter, on the host whatever the count of their shape:
     eight same-shaped parameters' Adam state compiles no fill kernel, and is zeros of each dtype."""

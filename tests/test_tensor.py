@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import dynajax as dj
-from helpers import assert_close
+from helpers import DEFAULT_DEVICE, assert_close
 
 
 def test_seed_snippet_prints_exactly():
@@ -90,7 +90,8 @@ def test_attributes():
     x = dj.ones(2, 3, dtype=dj.float64)
     assert x.shape == (2, 3) and x.size() == dj.Size([2, 3]) and x.size(1) == 3 and x.size(-1) == 3
     assert x.dim() == 2 and x.ndim == 2 and x.numel() == 6 and x.element_size() == 8
-    assert x.device == dj.device("cpu") and str(x.device) == "cpu" and not x.is_cuda
+    assert x.device == dj.device(DEFAULT_DEVICE) and x.device.type == DEFAULT_DEVICE
+    assert x.is_cuda == (DEFAULT_DEVICE == "cuda")
     assert x.is_leaf and not x.requires_grad and x.grad is None and x.grad_fn is None
     assert repr(x.shape) == "dynajax.Size([2, 3])" and x.shape.numel() == 6
     assert x.is_floating_point() and not dj.ones(1, dtype=dj.int64).is_floating_point()
@@ -115,11 +116,11 @@ def test_dtype_conversions_and_type():
     x = dj.tensor([1.7, -2.2])
     assert x.long().tolist() == [1, -2] and x.int().dtype == dj.int32 and x.double().dtype == dj.float64
     assert x.half().dtype == dj.float16 and x.bfloat16().dtype == dj.bfloat16 and x.bool().tolist() == [True, True]
-    assert x.to(dj.float64).dtype == dj.float64 and x.to("cpu") is x and x.to(dj.ones(1, dtype=dj.int64)).dtype == dj.int64
+    assert x.to(dj.float64).dtype == dj.float64 and x.to(DEFAULT_DEVICE) is x and x.to(dj.ones(1, dtype=dj.int64)).dtype == dj.int64
     assert x.to("cpu", dj.float64).dtype == dj.float64 and x.to(dtype=dj.float16).dtype == dj.float16
     assert x.type() == "torch.FloatTensor" and x.type(dj.float64).dtype == dj.float64
     assert x.type("torch.LongTensor").dtype == dj.int64 and x.type_as(dj.ones(1, dtype=dj.int32)).dtype == dj.int32
-    assert x.cpu() is x and x.float() is x
+    assert (x.cpu() is x) == (DEFAULT_DEVICE == "cpu") and x.cpu().device == dj.device("cpu") and x.float() is x
     w = dj.tensor([1.0, 2.0], requires_grad=True)
     w.double().sum().backward()
     assert w.grad.dtype == dj.float32 and w.grad.tolist() == [1.0, 1.0]
