@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device run (the session tool `device`, ~6 min of its 15): dynajax's compiled steps on a GPU against
+# One device run (the session tool `device`, ~7 min of its 15): dynajax's compiled steps on a GPU against
 # hand-written jax.jit and PyTorch eager on the same GPU (benchmarks/compile_step.py), then the compile tests
 # at JAX's default matmul precision (TF32 on Hopper; dynajax's own matmuls and convolutions ask for HIGHEST)
 # and the whole suite with JAX_DEFAULT_MATMUL_PRECISION=highest. Output lands in $OUT (the tool's folder;
@@ -13,6 +13,9 @@ python3 -c "import jax, torch, numpy; print('jax', jax.__version__, jax.devices(
 echo "=== compile_step on the GPU"
 JAX_DEFAULT_MATMUL_PRECISION=highest timeout 130 python3 benchmarks/compile_step.py --rounds 3 2>&1 | grep -v Warning | tee "$OUT/bench.txt"
 echo "=== tests/test_compile.py on the GPU, default matmul precision"
-timeout -s INT 70 python3 -m pytest -q -p no:cacheprovider -n 4 --tb=short tests/test_compile.py 2>&1 | tee "$OUT/tests_default.txt" | tail -30
+timeout -s INT 70 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n 4 --tb=short tests/test_compile.py 2>&1 | tee "$OUT/tests_default.txt" | tail -30
 echo "=== the whole suite on the GPU, JAX_DEFAULT_MATMUL_PRECISION=highest"
-JAX_DEFAULT_MATMUL_PRECISION=highest timeout -s INT 190 python3 -m pytest -q -p no:cacheprovider -n 8 --tb=short -rfE tests 2>&1 | tee "$OUT/tests_highest.txt" | tail -60
+# -v: each result is written as it comes, so a run stopped at its limit still names what failed
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout -s INT 250 python3 -m pytest -v -p no:cacheprovider -p no:benchmark -n 8 \
+    --tb=short -rfEs tests > "$OUT/suite.txt" 2>&1
+grep -E "^FAILED|^ERROR|^SKIPPED| passed| failed" "$OUT/suite.txt" | cut -c1-230 | tail -45
