@@ -1,5 +1,5 @@
 """Training-step time, side by side in one process: dynajax eager, dynajax.compile (default, with
-``speculate=True``, and default settled: a second default instance timed only after the calls its
+``speculate=True``, ``replay=True``, and default settled: a second default instance timed only after the calls its
 speculation needs to decide, as deep into a long run), hand-written jax.jit, PyTorch eager (on the GPU
 when JAX runs on one), on four workloads:
 
@@ -77,15 +77,16 @@ def _stateful(step, state, *args):
     return run
 
 
-def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool, speculate=None):
-    """(runner returning the loss's jax array, the step function) for one dynajax training step."""
+def _dynajax_runner(model, opt, loss_fn, x, y, compiled: bool, donate: bool, **opts):
+    """(runner returning the loss's jax array, the step function) for one dynajax training step; ``opts``:
+    more options of dynajax.compile (speculate, replay)."""
     def step(x, y):
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss
-    fn = dj.compile(step, donate=donate, speculate=speculate) if compiled else step
+    fn = dj.compile(step, donate=donate, **opts) if compiled else step
     x, y = dj.tensor(x), dj.tensor(y)
 
     def run():
@@ -125,12 +126,12 @@ def _data():
     return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, SIZES[-1], BATCH)
 
 
-def dynajax_step(compiled: bool, donate: bool = True, speculate=None):
+def dynajax_step(compiled: bool, donate: bool = True, **opts):
     """MLP step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-    return _dynajax_runner(model, opt, F.cross_entropy, *_data(), compiled, donate, speculate)
+    return _dynajax_runner(model, opt, F.cross_entropy, *_data(), compiled, donate, **opts)
 
 
 def jax_step():
@@ -185,13 +186,13 @@ def _cnn_layers(ns):
                          ns.Flatten(), ns.Linear(32 * 7 * 7, 10))
 
 
-def cnn_dynajax_step(compiled: bool, donate: bool = True, speculate=None):
+def cnn_dynajax_step(compiled: bool, donate: bool = True, **opts):
     """CNN step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = _cnn_layers(nn)
     model.train()
     opt = dj.optim.SGD(model.parameters(), lr=CNN_LR, momentum=CNN_MOMENTUM)
-    return _dynajax_runner(model, opt, F.cross_entropy, *_cnn_data(), compiled, donate, speculate)
+    return _dynajax_runner(model, opt, F.cross_entropy, *_cnn_data(), compiled, donate, **opts)
 
 
 def cnn_jax_step():
@@ -273,12 +274,12 @@ def _lm_loss(f):
     return lambda logits, y: f.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
 
 
-def lstm_dynajax_step(compiled: bool, donate: bool = True, speculate=None):
+def lstm_dynajax_step(compiled: bool, donate: bool = True, **opts):
     """LSTM LM step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = _lm_model(nn)
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate, speculate)
+    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate, **opts)
 
 
 def _lm_jax_runner(params, loss_fn):
@@ -347,12 +348,12 @@ def _cell_lm(ns, lib):
     return CellLM()
 
 
-def cell_dynajax_step(compiled: bool, donate: bool = True, speculate=None):
+def cell_dynajax_step(compiled: bool, donate: bool = True, **opts):
     """GRUCell-loop LM step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
     model = _cell_lm(nn, dj)
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate, speculate)
+    return _dynajax_runner(model, opt, _lm_loss(F), *_lm_data(), compiled, donate, **opts)
 
 
 def cell_jax_step():
@@ -393,7 +394,7 @@ class Workload(NamedTuple):
 
     key: str
     title: str
-    dynajax: Callable      # (compiled, donate, speculate=None) -> (runner, step fn)
+    dynajax: Callable      # (compiled, donate, **compile options) -> (runner, step fn)
     jax: Callable          # () -> runner
     torch: Callable        # () -> runner; ImportError without torch
     eager_div: int = 3     # dynajax eager runs steps // eager_div steps a round (it is the slow one)
@@ -410,6 +411,7 @@ WORKLOADS = [
 ]
 NAMES = {"dynajax_eager": "dynajax eager", "dynajax_compiled": "dynajax compiled",
          "dynajax_speculative": "dynajax compiled, speculate=True",
+         "dynajax_replay": "dynajax compiled, replay=True",
          "dynajax_settled": "dynajax compiled, default settled",
          "jax": "jax.jit (hand-written)", "torch": "PyTorch eager"}
 
@@ -463,10 +465,12 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
     jax_block(comp_run())
     first_call, build = time.perf_counter() - t1, t1 - t0
     contenders["dynajax_compiled"] = (comp_run, jax_block)
-    contenders["dynajax_speculative"] = (w.dynajax(True, donate, True)[0], jax_block)
+    contenders["dynajax_speculative"] = (w.dynajax(True, donate, speculate=True)[0], jax_block)
     settled_run, settled = w.dynajax(True, donate)
     settle = _settle(settled, settled_run, jax_block)
     contenders["dynajax_settled"] = (settled_run, jax_block)
+    replay_run, replayed = w.dynajax(True, donate, replay=True)
+    contenders["dynajax_replay"] = (replay_run, jax_block)
     contenders["jax"] = (w.jax(), jax_block)
     contenders["dynajax_eager"] = (w.dynajax(False, donate)[0], jax_block)
     try:
@@ -501,7 +505,8 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
             "compiles": st.compiles, "cache_hits": st.cache_hits, "compile_time_ms": st.compile_time * 1e3,
             "capture_ms": cap * 1e3, "recorded_ops": st.recorded_ops, "settle": settle,
             "capture_us_per_op": cap / st.recorded_ops * 1e6 if st.recorded_ops else float("nan"),
-            "graph_breaks_per_step": (st.graph_breaks - breaks0) / n}
+            "graph_breaks_per_step": (st.graph_breaks - breaks0) / n,
+            "replayed": (replayed.stats.replayed, replayed.stats.calls)}
 
 
 def _selected(only) -> list[Workload]:
@@ -529,6 +534,12 @@ def run(steps: int = 10, rounds: int = 5, donate: bool = True, only=None) -> lis
                      "notes": "dynajax.compile(speculate=True): each call dispatches the last call's executable "
                               "before its capture and keeps the results when the capture matches; the default "
                               "(speculate=None) turns this on once the idle capture time pays for the extra compile"})
+        rows.append({"workload": w.title + " (replay=True: the step's Python skipped on repeat calls)",
+                     "unit": "ms/step", "dynajax_eager": None, "dynajax_compiled": r["ms"]["dynajax_replay"],
+                     "jax": r["ms"]["jax"], "torch": r["ms"].get("torch"),
+                     "notes": "dynajax.compile(replay=True), opt-in for steps whose graph depends only on their "
+                              "arguments' shapes and state: {} of {} calls ran the executable without the step's "
+                              "Python (every 100th is recorded as a check)".format(*r["replayed"])})
         calls, secs, verdict = r["settle"]
         rows.append({"workload": w.title + " (default, settled: after the warm-up a long run has)", "unit": "ms/step",
                      "dynajax_eager": None, "dynajax_compiled": r["ms"]["dynajax_settled"], "jax": r["ms"]["jax"],
@@ -564,7 +575,8 @@ def report(w: Workload, r: dict, steps: int, rounds: int, donate: bool) -> None:
           f"(trace + XLA compile, all compiles: {r['compile_time_ms']:.0f} ms); compiles: {r['compiles']}, "
           f"cache hits: {r['cache_hits']}")
     calls, secs, verdict = r["settle"]
-    print(f"  default settled: timed after {calls} untimed calls ({secs:.1f} s), speculating: {verdict}")
+    print(f"  default settled: timed after {calls} untimed calls ({secs:.1f} s), speculating: {verdict}; "
+          "replay=True: {} of {} calls replayed".format(*r["replayed"]))
     print(f"  capture: {r['capture_ms']:.3f} ms/call, {r['recorded_ops']} recorded ops, "
           f"{r['capture_us_per_op']:.1f} us/op averaged (mostly fixed per-call work); graph breaks/step: "
           f"{r['graph_breaks_per_step']:.1f}")

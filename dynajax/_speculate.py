@@ -105,32 +105,10 @@ class Speculator:
         """Run the predicted executable on the arrays its inputs' tensors hold now: (prediction, arrays,
         outputs) or None."""
         p, self.next = self.next, None
-        leaves = None
-        vals = []
-        for kind, ref in p.src:
-            if kind == "a":
-                if leaves is None:
-                    leaves = tensor_leaves(args, kwargs)
-                obj = leaves[ref] if ref < len(leaves) else None
-            else:
-                obj = ref()
-            if kind == "g":
-                v = getattr(obj, "_key", None)
-            elif kind == "f":
-                v = obj
-            else:
-                v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
-            if not is_array(v):
-                return None
-            vals.append(v)
-        scalars = p.scalars
-        if p.recipes:   # numbers read again where they came from (a learning rate a scheduler moved)
-            scalars = list(scalars)
-            try:
-                for slot, recipe in p.recipes.items():
-                    scalars[slot] = recipe()
-            except Exception:
-                return None
+        vals = gather(p.src, args, kwargs)
+        scalars = recompute(p.scalars, p.recipes) if vals is not None else None
+        if scalars is None:
+            return None
         try:
             outs = p.exe(*split(vals, p.donate), scalars)
         except Exception:   # whatever it was, the recorded call will meet it (or not) and say so
@@ -246,6 +224,46 @@ def sources(cap, args, kwargs):
         else:
             src.append(("t" if isinstance(obj, Tensor) else "g", weakref.ref(obj)))
     return src
+
+
+def gather(src, args, kwargs):
+    """The arrays the sources (``sources``) hold now, or None where one holds none (gone, a view)."""
+    leaves = None
+    vals = []
+    for kind, ref in src:
+        if kind == "a":
+            if leaves is None:
+                leaves = tensor_leaves(args, kwargs)
+            obj = leaves[ref] if ref < len(leaves) else None
+        else:
+            obj = ref()
+        if kind == "g":
+            v = getattr(obj, "_key", None)
+        elif kind == "grad":   # (a replay's source: the .grad of a parameter, ``_replay``)
+            obj = getattr(obj, "grad", None)
+            v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
+        elif kind == "f":
+            v = obj
+        else:
+            v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
+        if not is_array(v):
+            return None
+        vals.append(v)
+    return vals
+
+
+def recompute(scalars: list, recipes) -> list | None:
+    """A recording's Python numbers, those with a recipe read again where they came from (a learning rate a
+    scheduler moved); None if a recipe fails."""
+    if not recipes:
+        return scalars
+    scalars = list(scalars)
+    try:
+        for slot, recipe in recipes.items():
+            scalars[slot] = recipe()
+    except Exception:
+        return None
+    return scalars
 
 
 def tensor_leaves(args, kwargs) -> list:

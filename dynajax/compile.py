@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _bucketing, _compile_cache, _rolling
+from . import _bucketing, _compile_cache, _replay, _rolling
 from ._speculate import Speculator
 from ._capture import Capture, Sym, run_graph
 from ._tensor import Tensor
@@ -78,6 +78,7 @@ class CompileStats:
     bucket_reuses: int = 0        # of those, calls run in a larger bucket than their own, which had none yet
     speculated: int = 0           # calls whose results came from the executable dispatched before capture
     speculation_misses: int = 0   # calls whose speculative run was dropped (another graph, inputs or numbers)
+    replayed: int = 0             # calls run without the step's Python (``replay=True``)
     recompile_reasons: list = field(default_factory=list)
 
 
@@ -92,7 +93,7 @@ class Compiled:
 
     def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool,
                  mesh=None, data_axis: str = "data", param_sharding: str | None = None, roll: bool = True,
-                 speculate: bool | None = None) -> None:
+                 speculate: bool | None = None, replay: bool | int = False) -> None:
         self.fn = fn
         self.roll = roll
         self.last_loops: list = []   # the rolled loops of the last compile (``_rolling.Loop``)
@@ -109,6 +110,15 @@ class Compiled:
         self._made: collections.OrderedDict = collections.OrderedDict()   # executable -> (traced fn, placement, secs)
         self._bwd_templates: collections.OrderedDict = collections.OrderedDict()   # _capture_backward
         self._speculator = Speculator(False if (verify or self.layout is not None) else speculate, cache_size)
+        if replay and (verify or self.layout is not None):
+            raise ValueError("dynajax.compile: replay=True runs recorded graphs without their Python, so it cannot "
+                             f"be combined with {'verify=True' if verify else 'mesh='}")
+        if replay is True:
+            replay = _replay.CHECK_EVERY
+        if replay is not False and (type(replay) is not int or replay < 2):
+            raise ValueError(f"dynajax.compile: replay must be True, False or the calls between two recorded "
+                             f"checks (an int >= 2), got {replay!r}")
+        self._replayer = _replay.Replayer(replay, cache_size) if replay else None
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------ calling
@@ -125,6 +135,15 @@ class Compiled:
     def _call(self, args, kwargs):
         st = self.stats
         st.calls += 1
+        rp = self._replayer
+        guard = None
+        if rp is not None:
+            guard = rp.guard(args, kwargs)
+            entry = rp.due(guard)
+            if entry is not None:
+                done = self._replay(entry, args, kwargs)
+                if done is not _replay.MISS:
+                    return done
         t0 = time.perf_counter()
         spec = self._speculator
         idle = spec.begin(t0)
@@ -152,8 +171,10 @@ class Compiled:
                 st.speculated += 1
                 st.cache_hits += 1
                 self._cache.move_to_end(plan.key)
-                _write_back(plan, cap, outs)
+                _write_back(plan, cap.inputs, outs)
+                cap.known.clear()
                 self._plan_next(plan, cap, exe, args, kwargs, secs, idle, outs, True)
+                self._note_replay(guard, plan, cap, exe, args, kwargs, result)
                 return result
             st.speculation_misses += 1
         first = False
@@ -175,7 +196,7 @@ class Compiled:
             if self.layout is not None:   # inputs placed on the mesh; the executable for that layout
                 exe = self.layout.prepare(exe, plan, cap, args, kwargs, self.donate)
             if plan.donate and self.donate:
-                _unshare(cap, plan.donate)
+                _unshare(cap.inputs, plan.donate, [id(arr) for _, arr, _, _ in cap.adopted] + [id(k) for _, k, _ in cap.gens])
             outs = exe(*_split_donated(cap.inputs, plan.donate), cap.scalars)
         except BaseException:
             _restore(cap)
@@ -185,9 +206,38 @@ class Compiled:
             made = self._made.get(exe)
             if made is not None:
                 self._made[exe] = made[:2] + (st.compile_time - compiled_before,)
-        _write_back(plan, cap, outs)
+        _write_back(plan, cap.inputs, outs)
+        cap.known.clear()
         self._plan_next(plan, cap, exe, args, kwargs, secs, idle, outs, False)
+        self._note_replay(guard, plan, cap, exe, args, kwargs, result)
         return result
+
+    def _replay(self, e, args, kwargs):
+        """Run a replay entry's executable without the step's Python (``_replay``): its result, or MISS where
+        some input is gone (the call is then recorded)."""
+        got = _replay.inputs(e, args, kwargs)
+        if got is None:
+            return _replay.MISS
+        vals, scalars = got
+        plan = e.plan
+        spec = self._speculator   # a prediction made before this call's writes would only miss, and its
+        spec.next = spec.last_out = None   # readiness probe (an output array) would hold a donated array
+        if plan.donate and self.donate:   # each array is held by the tensor (or generator) it came from
+            _unshare(vals, plan.donate, [id(v) for v in vals])
+        outs = e.exe(*_split_donated(vals, plan.donate), scalars)
+        _replay.write_back(e, vals, outs)
+        st = self.stats
+        st.cache_hits += 1
+        st.replayed += 1
+        return _replay.result(e, outs)
+
+    def _note_replay(self, guard, plan, cap, exe, args, kwargs, result) -> None:
+        if self._replayer is None:
+            return
+        replayed = self._replayer.note(guard, plan, cap, exe, args, kwargs, result)
+        if replayed is not None:
+            _replay.warn_changed(getattr(self.fn, "__name__", "the step"),
+                                 self._explain(plan.key, cap, args, near=replayed), self._replayer.check_every)
 
     def _plan_next(self, plan, cap, exe, args, kwargs, secs, idle, outs, speculated) -> None:
         """Let the speculator decide whether the next call dispatches ``exe`` (or its twin) before recording."""
@@ -229,7 +279,13 @@ class Compiled:
         st.compile_time -= t0
         st.cache_loads -= _compile_cache.loads()   # the first call compiles, or loads from the disk cache
         st.compiles += 1
+        if self._replayer is not None:   # keys being replayed are in use: evict others first
+            for e in self._replayer.entries.values():
+                if type(e) is _replay._Entry and e.key in self._cache:
+                    self._cache.move_to_end(e.key)
         lru_put(self._cache, plan.key, exe, self.cache_size)
+        if self._replayer is not None:
+            self._replayer.keep(self._cache.values())
         return exe
 
     def _prefix_executable(self, key, eqns: list, cap: Capture):
@@ -316,12 +372,13 @@ class Compiled:
                 by_pos[pos] = f"arg '{n}'" if id(t) in names else (f"'{n}'" if n else f"input {pos}")
         return [by_pos.get(i, f"input {i}") for i in range(len(cap.inputs))]
 
-    def _explain(self, key, cap: Capture, args) -> str:
-        """Why ``key`` missed the cache: its difference from the nearest cached key."""
+    def _explain(self, key, cap: Capture, args, near=None) -> str:
+        """Why ``key`` missed the cache: its difference from the nearest cached key (or from ``near``)."""
         def distance(k):
             avals = sum(a != b for a, b in zip(k[0], key[0])) + abs(len(k[0]) - len(key[0]))
             return (avals, -_common_prefix(k[2], key[2]))
-        near = min(self._cache, key=distance)
+        if near is None:
+            near = min(self._cache, key=distance)
         names = None
         for i, (a, b) in enumerate(zip(near[0], key[0])):
             if a != b:
@@ -357,6 +414,8 @@ class Compiled:
         self._made.clear()
         self._bwd_templates.clear()
         self._speculator.forget()
+        if self._replayer is not None:
+            self._replayer.entries.clear()
 
     def __repr__(self) -> str:
         return f"<dynajax.compile of {getattr(self.fn, '__name__', self.fn)!r}: {len(self._cache)} executables>"
@@ -397,7 +456,8 @@ def _placement(cap: Capture):
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
             donate: bool = True, roll: bool = True, dynamic: dict | None = None, pad: dict | None = None,
-            mesh=None, data_axis: str = "data", param_sharding: str | None = None, speculate: bool | None = None):
+            mesh=None, data_axis: str = "data", param_sharding: str | None = None, speculate: bool | None = None,
+            replay: bool | int = False):
     """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
 
     The step keeps eager semantics: any Python control flow, ``.item()`` reads
@@ -420,6 +480,13 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     capture then overlaps the executable where the caller waits for every step. None (default): once
     the capture time the device sat idle through adds up to a compile of the non-donating twin this
     needs; True: from a key's second call; False: never.
+    ``replay=True`` (``_replay``) skips the step's Python on calls whose arguments match a recording
+    (tree, shapes, dtypes, Python values) once two recordings in a row chose the same graph: the
+    executable runs on the arrays the step's tensors hold now, with the optimizer's numbers read again.
+    Only for a step whose graph depends on nothing but its arguments and state tensors (Python in the
+    step -- branches on Python values, counters, prints -- is not run again). Every 100th call (or every
+    ``replay=n``-th) is recorded and warns if its graph changed. Not with ``verify``, ``dynamic`` or
+    ``mesh``.
     ``mesh`` (a ``dynajax.distributed.Mesh``) runs the step on all its devices: tensor arguments are split
     along dim 0 over ``data_axis``, state is replicated (``param_sharding="fsdp"``: sharded); see
     ``dynajax.distributed``.
@@ -432,11 +499,16 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     sharding = dict(mesh=mesh, data_axis=data_axis, param_sharding=param_sharding)
     if fn is None:
         return lambda f: compile(f, verify=verify, cache_size=cache_size, recompile_limit=recompile_limit,
-                                 donate=donate, roll=roll, dynamic=dynamic, pad=pad, speculate=speculate, **sharding)
+                                 donate=donate, roll=roll, dynamic=dynamic, pad=pad, speculate=speculate,
+                                 replay=replay, **sharding)
+    if dynamic and replay:
+        raise ValueError("dynajax.compile: replay=True cannot be combined with dynamic= (bucketed calls are "
+                         "recorded every time)")
     if dynamic:
         return _Bucketed(fn, dynamic, pad or {}, verify, cache_size, recompile_limit, donate, roll=roll,
                          speculate=speculate, **sharding)
-    return Compiled(fn, verify, cache_size, recompile_limit, donate, roll=roll, speculate=speculate, **sharding)
+    return Compiled(fn, verify, cache_size, recompile_limit, donate, roll=roll, speculate=speculate, replay=replay,
+                    **sharding)
 
 
 class _Bucketed(Compiled):
@@ -528,13 +600,13 @@ def _donatable(cap: Capture, targets: dict, input_vars: dict) -> tuple:
     return tuple([i for i, v in enumerate(cap.in_vars) if v not in still_read])
 
 
-def _unshare(cap: Capture, donate: tuple) -> None:
+def _unshare(inputs: list, donate: tuple, holders: list) -> None:
     """Pass a copy for a donated input whose array is also held elsewhere -- by another input, or by
     something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
-    donating it would delete it under that holder."""
-    # (ids counted in comprehensions: a loop variable left holding an array would be one more reference)
-    held = collections.Counter([id(arr) for _, arr, _, _ in cap.adopted] + [id(key) for _, key, _ in cap.gens])
-    inputs = cap.inputs
+    donating it would delete it under that holder. ``holders``: the ids of the arrays the call itself
+    holds, once per holder (a capture's adoption records; on a replay, the tensors the arrays came from);
+    ids, made in comprehensions, since a list or loop variable holding an array is one more reference."""
+    held = collections.Counter(holders)
     n_in = collections.Counter([id(a) for a in inputs])
     getrefcount = sys.getrefcount
     for k in donate:
@@ -547,7 +619,7 @@ def _unshare(cap: Capture, donate: tuple) -> None:
             inputs[k] = jnp.copy(a)
 
 
-def _write_back(plan: _Plan, cap: Capture, outs) -> None:
+def _write_back(plan: _Plan, inputs: list, outs) -> None:
     """Give every target tensor (and generator) its new array; only-read inputs get their old array back."""
     opos = _positions(plan.outs)
     pos = None
@@ -557,8 +629,8 @@ def _write_back(plan: _Plan, cap: Capture, outs) -> None:
             arr = outs[i]
         else:
             if pos is None:
-                pos = dict(zip(cap.in_vars, range(len(cap.in_vars))))
-            arr = cap.inputs[pos[var]]
+                pos = dict(zip(plan.in_vars, range(len(plan.in_vars))))
+            arr = inputs[pos[var]]
         if kind == "g":
             obj._key = arr
             continue
@@ -566,7 +638,6 @@ def _write_back(plan: _Plan, cap: Capture, outs) -> None:
         if obj.grad_fn is not None:  # the graph of a compiled step ends with it: results come back detached
             obj.grad_fn = None
             obj._rg = False
-    cap.known.clear()
 
 
 @functools.lru_cache(maxsize=256)

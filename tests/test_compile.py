@@ -156,16 +156,17 @@ def test_grads_and_optimizer_state_written_back():
     assert c.stats.compiles == 1 and c.stats.graph_breaks == 0  # the step count is tracked on the host
 
 
-def test_state_and_the_rng_key_are_donated_not_copied(monkeypatch):
+@pytest.mark.parametrize("replay", [False, True])
+def test_state_and_the_rng_key_are_donated_not_copied(monkeypatch, replay):
     """Parameters, optimizer state and the generator's key reach the executable as they are: nothing
     but the step holds them, so none is copied before being donated (a copy is for an array something
-    else still holds, which donating would delete)."""
+    else still holds, which donating would delete). The same on replayed calls (``replay=True``)."""
     import importlib
     compile_module = importlib.import_module("dynajax.compile")
     dj.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    c = dj.compile(train_step(model, opt, F.cross_entropy))
+    c = dj.compile(train_step(model, opt, F.cross_entropy), replay=replay)
     x, y = dj.tensor(X), dj.tensor(Y)
     copied = []
 
@@ -177,9 +178,9 @@ def test_state_and_the_rng_key_are_donated_not_copied(monkeypatch):
             copied.append(a.shape)
             return jax.numpy.copy(a)
     monkeypatch.setattr(compile_module, "jnp", CountingJnp())
-    for _ in range(3):
+    for _ in range(5):
         c(x, y)
-    assert copied == []
+    assert copied == [] and c.stats.replayed == (2 if replay else 0)
     held = model[0].weight._value   # now something else holds a parameter's array: that one is copied
     c(x, y)
     assert copied == [held.shape] and not held.is_deleted()

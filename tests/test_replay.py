@@ -1,0 +1,202 @@
+"""dynajax.compile(replay=True): calls that run the recorded executable without the step's Python must
+leave parameters, grads, optimizer state, buffers and the RNG stream exactly as eager steps do."""
+import copy
+import warnings
+
+import numpy as np
+import pytest
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+
+
+def _data(n, batch=8, width=12, classes=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(dj.tensor(rng.standard_normal((batch, width)).astype(np.float32)),
+             dj.tensor(rng.integers(0, classes, batch))) for _ in range(n)]
+
+
+def _trainer(mode, *, norm=False, zero_grad=True, sched=True, returns="loss"):
+    """A dropout (and BatchNorm) MLP trained by Adam under a StepLR schedule: eager (mode None) or compiled
+    with ``replay=mode``. Returns (step, model, optimizer, scheduler)."""
+    dj.manual_seed(0)
+    layers = [nn.Linear(12, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 4)]
+    model = nn.Sequential(*([nn.BatchNorm1d(12)] if norm else []), *layers)
+    opt = dj.optim.Adam(model.parameters(), lr=1e-2)
+    sch = dj.optim.lr_scheduler.StepLR(opt, 3, 0.5) if sched else None
+
+    def step(x, y):
+        if zero_grad:
+            opt.zero_grad()
+        out = model(x)
+        loss = F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        if returns == "loss":
+            return loss
+        return {"loss": loss, "pair": (out, 7), "first": model[-1].weight, "tag": "mlp"}
+    return (step if mode is None else dj.compile(step, replay=mode)), model, opt, sch
+
+
+def _train(mode, data, **kw):
+    step, model, opt, sch = _trainer(mode, **kw)
+    outs = []
+    for x, y in data:
+        outs.append(step(x, y))
+        if sch is not None:
+            sch.step()
+    return step, model, opt, outs
+
+
+def _assert_same_state(a, b, opt_a, opt_b):
+    for (n, p), (_, q) in zip(a.state_dict().items(), b.state_dict().items()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=2e-6, atol=2e-7, err_msg=n)
+    for p, q in zip(a.parameters(), b.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=2e-6, atol=2e-7)
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_allclose(opt_a.state[p][k].numpy(), opt_b.state[q][k].numpy(), rtol=2e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_replayed_training_matches_eager(norm):
+    """20 steps with dropout (the shared RNG stream), BatchNorm running stats, Adam and a learning-rate
+    schedule: replayed calls give eager's losses, parameters, grads, moments and buffers."""
+    data = _data(20)
+    _, m0, o0, eager = _train(None, data, norm=norm)
+    step, m1, o1, got = _train(True, data, norm=norm)
+    # the first call makes Adam's moments (found nowhere before it): replays start at the third
+    assert step.stats.replayed == 17 and step.stats.compiles == 1 and step.stats.calls == 20
+    np.testing.assert_allclose([float(v) for v in got], [float(v) for v in eager], rtol=2e-6)
+    _assert_same_state(m1, m0, o1, o0)
+
+
+def test_replay_returns_new_tensors_and_the_recorded_structure():
+    """Each replayed call returns fresh tensors (a loss kept from an earlier call keeps its value), Python
+    values as recorded, and a tensor from before the step as itself, updated."""
+    data = _data(6)
+    _, m0, _, eager = _train(None, data, returns="dict")
+    step, m1, _, got = _train(True, data, returns="dict")
+    assert step.stats.replayed == 3
+    for g, e in zip(got, eager):
+        assert g.keys() == e.keys() and g["tag"] == "mlp" and g["pair"][1] == 7
+        np.testing.assert_allclose(float(g["loss"]), float(e["loss"]), rtol=2e-6)
+        np.testing.assert_allclose(g["pair"][0].numpy(), e["pair"][0].detach().numpy(), rtol=2e-6, atol=1e-7)
+        assert g["first"] is m1[-1].weight and not g["loss"].requires_grad
+    assert len({id(g["loss"]) for g in got}) == 6
+
+
+def test_replay_accumulates_grads_like_eager():
+    """Without zero_grad the first call reads no grads and the second does: the key settles at the second
+    call and replays accumulate into the same .grad values as eager."""
+    data = _data(7)
+    _, m0, o0, _ = _train(None, data, zero_grad=False, sched=False)
+    step, m1, o1, _ = _train(True, data, zero_grad=False, sched=False)
+    assert step.stats.compiles == 2 and step.stats.replayed == 4
+    _assert_same_state(m1, m0, o1, o0)
+
+
+def test_each_argument_shape_replays_its_own_executable():
+    """The guard includes the arguments' shapes: two batch sizes alternate, each replayed after it
+    repeats, and the results stay eager's."""
+    data = [d for pair in zip(_data(6, batch=8), _data(6, batch=5, seed=1)) for d in pair]
+    _, m0, o0, eager = _train(None, data, sched=False)
+    step, m1, o1, got = _train(True, data, sched=False)
+    assert step.stats.compiles == 2 and step.stats.replayed == 3 + 4
+    np.testing.assert_allclose([float(v) for v in got], [float(v) for v in eager], rtol=2e-6)
+    _assert_same_state(m1, m0, o1, o0)
+
+
+def test_python_arguments_are_part_of_the_guard():
+    """A Python number argument that changes the graph (a branch on it) is recorded again when it
+    changes, so both branches run; a mutated tensor from outside the step is functionalized."""
+    w = dj.ones(3, requires_grad=True)
+    count = dj.zeros(())
+
+    def step(x, double):
+        count.add_(1)
+        y = (x * w).sum()
+        return y * 2 if double else y
+
+    c = dj.compile(step, replay=True)
+    x = dj.arange(3.0)
+    got = [float(c(x, flag)) for flag in (True, True, True, False, False, False, True)]
+    assert got == [6.0, 6.0, 6.0, 3.0, 3.0, 3.0, 6.0]
+    assert float(count) == 7 and c.stats.replayed == 3
+
+
+def test_a_check_call_warns_when_the_graph_changed_under_replay():
+    """Python state the guard cannot see (a global flag) changes the graph: replayed calls run the old
+    graph until the next recorded check, which warns naming the change and replays the new graph after."""
+    state = {"tanh": False}
+    w = dj.ones(3)
+
+    def step(x):
+        return (x * w).tanh().sum() if state["tanh"] else (x * w).sum()
+
+    c = dj.compile(step, replay=4)
+    x = dj.arange(3.0)
+    assert [float(c(x)) for _ in range(3)] == [3.0] * 3   # two recordings, then a replay
+    state["tanh"] = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [float(c(x)) for _ in range(4)]
+    expected = float(np.tanh(np.arange(3.0)).sum())
+    assert got[:2] == [3.0, 3.0] and got[2] == pytest.approx(expected)   # the 4th call of the guard checks
+    msgs = [str(m.message) for m in caught if issubclass(m.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "graph changed at op" in msgs[0] and "replay=True" in msgs[0]
+    assert [float(c(x)) for _ in range(3)] == pytest.approx([expected] * 3)
+
+
+def test_replay_does_not_donate_an_array_held_elsewhere():
+    """A deepcopy of the model shares its arrays: a replayed call must not delete them under the copy."""
+    data = _data(8)
+    step, model, opt, sch = _trainer(True, sched=False)
+    for x, y in data[:4]:
+        step(x, y)
+    snap = copy.deepcopy(model)
+    before = [p.detach().numpy().copy() for p in snap.parameters()]
+    for x, y in data[4:]:
+        step(x, y)
+    assert step.stats.replayed == 5
+    for p, b in zip(snap.parameters(), before):
+        np.testing.assert_array_equal(p.detach().numpy(), b)
+    assert not np.array_equal(model[0].weight.detach().numpy(), before[0])   # (model[0]: the first Linear)
+
+
+def test_unhashable_arguments_are_recorded_every_call():
+    w = dj.ones(2)
+    c = dj.compile(lambda x, a: (x * w).sum() + float(a.sum()), replay=True)
+    for _ in range(3):
+        assert float(c(dj.ones(2), np.ones(3))) == 5.0
+    assert c.stats.replayed == 0
+
+
+@pytest.mark.parametrize("kw, match", [({"verify": True}, "verify=True"), ({"dynamic": {"x": {0: 8}}}, "dynamic="),
+                                       ({"replay": 1}, "an int >= 2"), ({"replay": "yes"}, "an int >= 2")])
+def test_replay_refuses_what_it_cannot_honour(kw, match):
+    kw = {"replay": True, **kw}
+    with pytest.raises(ValueError, match=match):
+        dj.compile(lambda x: x.sum(), **kw)
+
+
+def test_a_step_reading_a_tensor_it_stored_is_not_replayed():
+    """A hidden state carried between calls (truncated BPTT) is a new tensor each call: where the next
+    call's input will be is known only by running the step, so it is recorded every call, and correct."""
+    w = dj.tensor([0.5, -1.0, 2.0], requires_grad=True)
+
+    def make():
+        box = {"h": dj.zeros(3)}
+
+        def step(x):
+            h = (box["h"] * 0.5 + x * w).tanh()
+            box["h"] = h.detach()
+            return h.sum()
+        return step, box
+    (eager, be), (comp, bc) = make(), make()
+    c = dj.compile(comp, replay=True)
+    xs = [dj.tensor(np.full(3, i, np.float32)) for i in range(6)]
+    for x in xs:
+        np.testing.assert_allclose(float(c(x)), float(eager(x)), rtol=1e-6)
+    np.testing.assert_allclose(bc["h"].numpy(), be["h"].numpy(), rtol=1e-6)
+    assert c.stats.replayed == 0
