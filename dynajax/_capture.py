@@ -174,6 +174,7 @@ class Capture:
         self.gens: list = []            # (generator, old key, Sym given | None)
         self.born: list = []            # weakrefs to tensors created while capturing
         self.born_ids: set = set()      # and their ids (a tensor alive before the step has none of them)
+        self.modules: dict = {}         # id -> each nn.Module called (``_replay`` guards their training flags)
         self.by_array: dict = {}        # dual: id(array) -> (array, var)
         self.known: dict = {}           # var -> concrete array (graph breaks)
         self.prod: dict = {}            # first output var of an eqn -> its position in eqns
@@ -196,9 +197,16 @@ class Capture:
             note(ref(t))
             note_id(id(t))
             return orig_init(t, value, requires_grad, grad_fn, idx, vc)
+        from .nn.modules.module import Module
+        orig_call, called = Module.__call__, self.modules.setdefault
+
+        def _call(m, *args, **kwargs):
+            called(id(m), m)
+            return orig_call(m, *args, **kwargs)
         self._saved = (orig_init, random._sample, random.Generator.next_key, views._run_chain,
-                       views.view_scatter.impl, views.assign, views.refresh)
+                       views.view_scatter.impl, views.assign, views.refresh, orig_call)
         _tensor._init = _init
+        Module.__call__ = _call
         random._sample = self._wrap(random._sample)
         random.Generator.next_key = lambda gen: self._next_key(gen)
         views._run_chain = self._wrap(views._run_chain, static=("chain",))
@@ -227,8 +235,9 @@ class Capture:
             self.bwd = None
         registry._hooks.remove(self.hook)
         registry.record_creation = False
+        from .nn.modules.module import Module
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
-         views.view_scatter.impl, views.assign, views.refresh) = self._saved
+         views.view_scatter.impl, views.assign, views.refresh, Module.__call__) = self._saved
         _state.cap = None
         _LOCK.release()
 

@@ -9,7 +9,8 @@ same step hand-written in ``jax.jit``, with 0.65 ms of it capture.
 A step whose graph depends only on its tensor arguments' shapes and dtypes and
 on the state tensors it reads can skip that: once two recordings in a row for
 the same *guard* (the arguments' tree, their tensors' shapes, dtypes and
-``requires_grad``, and their Python values) chose the same executable, later
+``requires_grad``, their Python values, grad mode, and the ``training`` flag of
+every module the step called) chose the same executable, later
 calls with that guard run the executable directly on the arrays the step's
 input tensors hold now (found as speculation finds them: ``_speculate.sources``),
 with the optimizer's numbers read again from its param groups (so a learning-rate
@@ -30,6 +31,7 @@ import warnings
 import weakref
 
 from ._tensor import Tensor, _make
+from .autograd.grad_mode import is_grad_enabled
 from ._speculate import gather, sources, recompute
 from .lower import _tree_flatten
 
@@ -40,7 +42,8 @@ MISS = object()     # a replay that could not run (some input is gone): the call
 class _Entry:
     """One guard's replay: the executable, its plan, where its inputs come from, the result's structure."""
 
-    __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "calls", "key")
+    __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "calls", "key", "modules",
+                 "flags")
 
 
 class Replayer:
@@ -56,7 +59,7 @@ class Replayer:
         """What a call must share with a recorded one to replay it; None: never replayed (an unhashable
         argument, a view among the tensors)."""
         leaves, tree = _tree_flatten((args, kwargs))
-        g = [tree]
+        g = [tree, is_grad_enabled()]
         for a in leaves:
             if isinstance(a, Tensor):
                 if a._base is not None:
@@ -77,7 +80,7 @@ class Replayer:
         if guard is None:
             return None
         e = self.entries.get(guard)
-        if type(e) is not _Entry:
+        if type(e) is not _Entry or _flags(e.modules) != e.flags:   # model.eval() since: recorded again
             return None
         e.calls += 1
         if e.calls >= self.check_every:
@@ -92,12 +95,13 @@ class Replayer:
         if guard is None:
             return None
         prev = self.entries.get(guard)
-        if type(prev) is _Entry:
-            if prev.key == plan.key and not cap.breaks:
-                return None
-            self._put(guard, None)
-            return prev.key
+        if type(prev) is _Entry and prev.key == plan.key and not cap.breaks:
+            return None
         src = None if cap.breaks else _sources(cap, args, kwargs)
+        if type(prev) is _Entry:
+            self._put(guard, (plan.key, src))
+            # a module's train/eval switch is seen, and may change the graph; anything else is not
+            return prev.key if _flags(prev.modules) == prev.flags else None
         if prev is not None and src is not None and prev[1] is not None and prev[0] == plan.key and _same(prev[1], src):
             e = _entry(plan, cap, exe, src, result)
             if e is not None:
@@ -183,7 +187,13 @@ def _entry(plan, cap, exe, src, result):
     e.exe, e.plan, e.src, e.key = exe, plan, src, plan.key
     e.scalars, e.recipes = list(cap.scalars), cap.scalar_src
     e.tree, e.leaves, e.writes, e.calls = tree, spec, writes, 0
+    e.modules = list(cap.modules.values())
+    e.flags = _flags(e.modules)
     return e
+
+
+def _flags(modules) -> list:
+    return [m.training for m in modules]
 
 
 def write_back(e: _Entry, vals: list, outs) -> None:

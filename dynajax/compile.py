@@ -481,7 +481,8 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     the capture time the device sat idle through adds up to a compile of the non-donating twin this
     needs; True: from a key's second call; False: never.
     ``replay=True`` (``_replay``) skips the step's Python on calls whose arguments match a recording
-    (tree, shapes, dtypes, Python values) once two recordings in a row chose the same graph: the
+    (tree, shapes, dtypes, Python values; grad mode and the called modules' ``training`` flags too)
+    once two recordings in a row chose the same graph: the
     executable runs on the arrays the step's tensors hold now, with the optimizer's numbers read again.
     Only for a step whose graph depends on nothing but its arguments and state tensors (Python in the
     step -- branches on Python values, counters, prints -- is not run again). Every 100th call (or every

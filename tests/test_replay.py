@@ -200,3 +200,21 @@ def test_a_step_reading_a_tensor_it_stored_is_not_replayed():
         np.testing.assert_allclose(float(c(x)), float(eager(x)), rtol=1e-6)
     np.testing.assert_allclose(bc["h"].numpy(), be["h"].numpy(), rtol=1e-6)
     assert c.stats.replayed == 0
+
+
+def test_train_eval_switches_are_part_of_the_guard():
+    """``model.eval()`` between calls changes the graph (dropout off) with the same arguments: the modules'
+    training flags are checked, so eval calls run the eval graph, silently; and back."""
+    x = _data(1)[0][0]
+    dj.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 4), nn.Dropout(0.5))
+    c = dj.compile(lambda x: model(x).sum(), replay=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train = [float(c(x)) for _ in range(4)]
+        model.eval()
+        want = float(model(x).sum())
+        assert [float(c(x)) for _ in range(4)] == pytest.approx([want] * 4, rel=1e-6)
+        model.train()
+        again = [float(c(x)) for _ in range(4)]
+    assert len(set(train + again)) == 8 and c.stats.replayed == 2 + 2 + 2
