@@ -30,9 +30,10 @@ import collections
 import warnings
 import weakref
 
+from . import _epoch
 from ._tensor import Tensor, _make
 from .autograd.grad_mode import is_grad_enabled
-from ._speculate import gather, sources, recompute
+from ._speculate import gather, recompute, sources, tensor_leaves
 from .lower import _tree_flatten
 
 CHECK_EVERY = 100   # replay=True: every 100th call of a guard is recorded (about 1% of a capture per call)
@@ -43,7 +44,7 @@ class _Entry:
     """One guard's replay: the executable, its plan, where its inputs come from, the result's structure."""
 
     __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "calls", "key", "modules",
-                 "flags")
+                 "flags", "epoch")
 
 
 class Replayer:
@@ -80,8 +81,8 @@ class Replayer:
         if guard is None:
             return None
         e = self.entries.get(guard)
-        if type(e) is not _Entry or _flags(e.modules) != e.flags:   # model.eval() since: recorded again
-            return None
+        if type(e) is not _Entry or e.epoch != _epoch.COUNT[0] or _flags(e.modules) != e.flags:
+            return None   # state moved to other tensors, or model.eval(), since: recorded again
         e.calls += 1
         if e.calls >= self.check_every:
             e.calls = 0
@@ -95,15 +96,19 @@ class Replayer:
         if guard is None:
             return None
         prev = self.entries.get(guard)
-        if type(prev) is _Entry and prev.key == plan.key and not cap.breaks:
-            return None
         src = None if cap.breaks else _sources(cap, args, kwargs)
         if type(prev) is _Entry:
+            if prev.key == plan.key and src is not None and _same(prev.src, src):
+                prev.epoch = _epoch.COUNT[0]
+                return None
+            # another graph, or the same one reading other tensors (a parameter or optimizer state replaced
+            # since): replayed again once two recordings agree
             self._put(guard, (plan.key, src))
             # a module's train/eval switch is seen, and may change the graph; anything else is not
-            return prev.key if _flags(prev.modules) == prev.flags else None
+            changed = prev.key != plan.key and _flags(prev.modules) == prev.flags
+            return prev.key if changed else None
         if prev is not None and src is not None and prev[1] is not None and prev[0] == plan.key and _same(prev[1], src):
-            e = _entry(plan, cap, exe, src, result)
+            e = _entry(plan, cap, exe, src, result, args, kwargs)
             if e is not None:
                 self._put(guard, e)
                 return None
@@ -155,14 +160,18 @@ def _same(a, b) -> bool:
     return True
 
 
-def _entry(plan, cap, exe, src, result):
+def _entry(plan, cap, exe, src, result, args, kwargs):
     """A replayable entry of a recorded call, or None where a returned tensor is not among its outputs."""
     opos = dict(zip(plan.outs, range(len(plan.outs))))
     ipos = dict(zip(plan.in_vars, range(len(plan.in_vars))))
     var_of = {id(obj): var for obj, var, kind in plan.targets if kind == "t"}
+    arg_pos = {id(t): i for i, t in enumerate(tensor_leaves(args, kwargs))}
     leaves, tree = _tree_flatten(result)
     spec, returned = [], set()
     for leaf in leaves:
+        if isinstance(leaf, Tensor) and id(leaf) in arg_pos:   # an argument: the call's own
+            spec.append(("a", arg_pos[id(leaf)]))
+            continue
         if not isinstance(leaf, Tensor) or id(leaf) not in cap.born_ids:
             spec.append(("c", leaf))   # a Python value, or a tensor from before the step: returned as itself
             continue
@@ -177,6 +186,8 @@ def _entry(plan, cap, exe, src, result):
         if id(obj) in returned:   # eager returns a new tensor each call: so does a replay (``result``)
             continue
         where = (True, opos[var]) if var in opos else (False, ipos[var])
+        if not where[0] and src[where[1]][0] in ("t", "g") and src[where[1]][1]() is obj:
+            continue   # only read: it holds the array the replay read from it
         if kind == "g":
             writes.append(("key", obj) + where)
         elif id(obj) in grad_of:   # a .grad the step made: a new tensor each call, as eager's backward makes
@@ -189,6 +200,7 @@ def _entry(plan, cap, exe, src, result):
     e.tree, e.leaves, e.writes, e.calls = tree, spec, writes, 0
     e.modules = list(cap.modules.values())
     e.flags = _flags(e.modules)
+    e.epoch = _epoch.COUNT[0]
     return e
 
 
@@ -223,14 +235,26 @@ def inputs(e: _Entry, args, kwargs):
     return vals, scalars
 
 
-def result(e: _Entry, outs):
-    """The replayed call's return value: the recorded structure, fresh tensors holding its outputs."""
+def result(e: _Entry, outs, args, kwargs):
+    """The replayed call's return value: the recorded structure, fresh tensors holding its outputs, the
+    call's own arguments where the recording returned its arguments."""
     import jax
-    return jax.tree_util.tree_unflatten(e.tree, [_make(outs[x]) if k == "o" else x for k, x in e.leaves])
+    leaves = None
+    out = []
+    for k, x in e.leaves:
+        if k == "o":
+            out.append(_make(outs[x]))
+        elif k == "a":
+            if leaves is None:
+                leaves = tensor_leaves(args, kwargs)
+            out.append(leaves[x])
+        else:
+            out.append(x)
+    return jax.tree_util.tree_unflatten(e.tree, out)
 
 
 def warn_changed(name: str, reason: str, every: int) -> None:
     warnings.warn(f"dynajax.compile(replay=True): {name} recorded a different graph than the one it replays "
                   f"({reason}); up to {every - 1} calls since the last check replayed the old graph. A step "
                   "whose graph depends on Python state (a branch on a Python value, a counter) must not be "
-                  "replayed: compile it without replay=True.", RuntimeWarning, stacklevel=4)
+                  "replayed: compile it without replay=True.", RuntimeWarning, stacklevel=5)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _epoch
 from .autograd import grad_mode
 from .ops import registry
 
@@ -187,6 +187,7 @@ class Tensor:
         other = other if isinstance(other, Tensor) else Tensor(other)
         self._value = other._value
         self._vc[1] += 1
+        _epoch.bump()   # (dtype or device may have changed under a replayed step: ``_replay``)
 
     # ---------------------------------------------------------------- conversions
     def item(self):

@@ -229,7 +229,7 @@ class Compiled:
         st = self.stats
         st.cache_hits += 1
         st.replayed += 1
-        return _replay.result(e, outs)
+        return _replay.result(e, outs, args, kwargs)
 
     def _note_replay(self, guard, plan, cap, exe, args, kwargs, result) -> None:
         if self._replayer is None:

@@ -218,3 +218,41 @@ def test_train_eval_switches_are_part_of_the_guard():
         model.train()
         again = [float(c(x)) for _ in range(4)]
     assert len(set(train + again)) == 8 and c.stats.replayed == 2 + 2 + 2
+
+
+def test_state_moved_to_other_tensors_is_found():
+    """A checkpoint loaded into the optimizer (new moment tensors) and a parameter replaced by a new one
+    while the old objects stay alive: the next call is recorded again and reads the new tensors, so the
+    run continues exactly as eager's."""
+    data = _data(12)
+    runs = []
+    for mode in (None, True):
+        step, model, opt, _ = _trainer(mode, sched=False)
+        keep = []
+        for i, (x, y) in enumerate(data):
+            if i == 5:
+                keep.append(opt.state_dict())   # the old moments stay alive
+                saved = copy.deepcopy(opt.state_dict())
+                for st in saved["state"].values():
+                    st["exp_avg"] = st["exp_avg"] * 0.5
+                opt.load_state_dict(saved)
+            if i == 8:
+                old = model[-1].bias
+                keep.append(old)
+                model[-1].bias = nn.Parameter(old.detach() + 1.0)
+                opt.param_groups[0]["params"][-1] = model[-1].bias
+            step(x, y)
+        runs.append((model, opt, step))
+    (m0, o0, _), (m1, o1, step) = runs
+    assert step.stats.replayed > 0
+    _assert_same_state(m1, m0, o1, o0)
+
+
+def test_a_returned_argument_is_the_calls_own():
+    w = dj.ones(3)
+    c = dj.compile(lambda x: (x, (x * w).sum()), replay=True)
+    for i in range(4):
+        x = dj.full((3,), float(i))
+        got, total = c(x)
+        assert got is x and float(total) == 3 * i
+    assert c.stats.replayed == 2

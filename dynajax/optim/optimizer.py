@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .. import _epoch
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops.views import write
@@ -60,6 +61,7 @@ class Optimizer:
 
     def add_param_group(self, param_group: dict) -> None:
         """Add a group of parameters with its own options (missing options take the defaults)."""
+        _epoch.bump()
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
         params = param_group["params"]
@@ -193,6 +195,7 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore options and state saved by :meth:`state_dict` (state cast to each parameter's dtype)."""
+        _epoch.bump()
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")

@@ -5,6 +5,7 @@ import itertools
 from collections import OrderedDict, namedtuple
 from typing import Callable, Iterator
 
+from ... import _epoch
 from ..._tensor import Tensor, _make
 from ...autograd import grad_mode
 from ..parameter import Buffer, Parameter, _value_of
@@ -166,6 +167,8 @@ class Module:
     def __setattr__(self, name: str, value) -> None:
         d = self.__dict__
         params, bufs, mods = d.get("_parameters"), d.get("_buffers"), d.get("_modules")
+        if isinstance(value, (Tensor, Module)) or value is None:   # (state may change hands: _epoch)
+            _epoch.bump()
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
@@ -207,6 +210,7 @@ class Module:
         d["_non_persistent_buffers_set"].discard(name)
 
     def __delattr__(self, name: str) -> None:
+        _epoch.bump()
         d = self.__dict__
         for store in ("_parameters", "_buffers", "_modules"):
             if name in d[store]:
@@ -238,6 +242,7 @@ class Module:
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                             "(torch.nn.Parameter or None required)")
         self._parameters[name] = param
+        _epoch.bump()
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Add a non-trainable tensor (running stats, masks); ``persistent`` ones go in state_dict."""
@@ -248,6 +253,7 @@ class Module:
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                             "(torch Tensor or None required)")
         self._buffers[name] = tensor
+        _epoch.bump()
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -259,6 +265,7 @@ class Module:
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_name(name, "module")
         self._modules[name] = module
+        _epoch.bump()
 
     register_module = add_module
 
