@@ -143,8 +143,9 @@ def test_a_check_call_warns_when_the_graph_changed_under_replay():
         got = [float(c(x)) for _ in range(4)]
     expected = float(np.tanh(np.arange(3.0)).sum())
     assert got[:2] == [3.0, 3.0] and got[2] == pytest.approx(expected)   # the 4th call of the guard checks
-    msgs = [str(m.message) for m in caught if issubclass(m.category, RuntimeWarning)]
-    assert len(msgs) == 1 and "graph changed at op" in msgs[0] and "replay=True" in msgs[0]
+    found = [m for m in caught if issubclass(m.category, RuntimeWarning)]
+    assert len(found) == 1 and "graph changed at op" in str(found[0].message) and "replay=True" in str(found[0].message)
+    assert found[0].filename == __file__   # it points at the caller's line
     assert [float(c(x)) for _ in range(3)] == pytest.approx([expected] * 3)
 
 
