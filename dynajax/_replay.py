@@ -6,23 +6,27 @@ accelerator that recording is most of a small step's time: on an H200 a
 784-512-512-10 MLP's Adam step took 1.44 ms compiled against 0.37 ms for the
 same step hand-written in ``jax.jit``, with 0.65 ms of it capture.
 
-A step whose graph depends only on its tensor arguments' shapes and dtypes and
-on the state tensors it reads can skip that: once two recordings in a row for
-the same *guard* (the arguments' tree, their tensors' shapes, dtypes and
-``requires_grad``, their Python values, grad mode, and the ``training`` flag of
-every module the step called) chose the same executable, later
-calls with that guard run the executable directly on the arrays the step's
-input tensors hold now (found as speculation finds them: ``_speculate.sources``),
-with the optimizer's numbers read again from its param groups (so a learning-rate
-schedule keeps working), write the results back to the same tensors, and return
-fresh tensors in the recorded result's structure.
+A step whose graph depends only on its arguments and on the state tensors it
+reads can skip that. A call's *guard* is its arguments' tree, their tensors'
+shapes, dtypes and ``requires_grad``, their Python values, grad mode, and the
+``training`` flag of every module the step called. Once two recordings in a row
+for one guard chose the same executable, found their inputs in the same tensors
+(``_speculate.sources``; a grad as its parameter's ``.grad``), passed the same
+Python numbers to ops (the optimizer's aside: those are read again from its param
+groups on every call, so a learning-rate schedule keeps working) and made the same
+arrays (zeros for an initial state, passed again as they are), later calls with
+that guard run the executable directly on the arrays those tensors hold now,
+write the results back, and return fresh tensors in the recorded structure. A
+change of which tensors hold the state (``_epoch``: a reassigned parameter, a
+loaded optimizer state) sends the next call to be recorded again.
 
 The contract, as for CUDA-graph replay in PyTorch: Python the step runs is not
-run again -- a branch on a Python value, a Python counter, a print, a
-``scheduler.step()`` inside the step. Every ``check_every``-th call of a guard is
-recorded as usual; if its graph differs from the replayed one a RuntimeWarning
-says why (the replayed calls since the last check ran the old graph), and
-replay goes on with the new graph once it repeats.
+run again -- a branch on a flag that flips after the two recordings, a print, a
+counter no op reads, a ``scheduler.step()`` inside the step. Every
+``check_every``-th call of a guard is recorded as usual; if its graph differs
+from the replayed one a RuntimeWarning says why (the replayed calls since the
+last check ran the old graph), and replay goes on with the new graph once two
+recordings agree again.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ import weakref
 from . import _epoch
 from ._tensor import Tensor, _make
 from .autograd.grad_mode import is_grad_enabled
-from ._speculate import gather, recompute, sources, tensor_leaves
+from ._speculate import gather, recompute, same_scalars, sources, tensor_leaves
 from .lower import _tree_flatten
 
 CHECK_EVERY = 100   # replay=True: every 100th call of a guard is recorded (about 1% of a capture per call)
@@ -103,16 +107,17 @@ class Replayer:
                 return None
             # another graph, or the same one reading other tensors (a parameter or optimizer state replaced
             # since): replayed again once two recordings agree
-            self._put(guard, (plan.key, src))
+            self._put(guard, (plan.key, src, list(cap.scalars)))
             # a module's train/eval switch is seen, and may change the graph; anything else is not
             changed = prev.key != plan.key and _flags(prev.modules) == prev.flags
             return prev.key if changed else None
-        if prev is not None and src is not None and prev[1] is not None and prev[0] == plan.key and _same(prev[1], src):
+        if (prev is not None and src is not None and prev[1] is not None and prev[0] == plan.key
+                and _same(prev[1], src) and _same_numbers(prev[2], cap.scalars, cap.scalar_src)):
             e = _entry(plan, cap, exe, src, result, args, kwargs)
             if e is not None:
                 self._put(guard, e)
                 return None
-        self._put(guard, (plan.key, src))
+        self._put(guard, (plan.key, src, list(cap.scalars)))
         return None
 
     def _put(self, guard, value) -> None:
@@ -131,7 +136,7 @@ class Replayer:
 def _sources(cap, args, kwargs):
     """Where a replay finds each input (``_speculate.sources``), a grad read as the ``.grad`` of its
     parameter (a step that accumulates grads makes a new grad tensor each call); None: some input has none."""
-    src = sources(cap, args, kwargs)
+    src = sources(cap, args, kwargs, constants=True)
     if src is None:
         return None
     param_of = {id(g): t for t, _, g, _ in cap.adopted if g is not None}
@@ -155,13 +160,29 @@ def _same(a, b) -> bool:
         if ka == "a":
             if ra != rb:
                 return False
+        elif ka == "c":   # arrays the step made: replayed as they are, if both recordings made the same
+            if ra.shape != rb.shape or ra.dtype != rb.dtype or not bool((ra == rb).all()):
+                return False
         elif ra() is None or ra() is not rb():
             return False
     return True
 
 
+def _same_numbers(a: list, b: list, recipes) -> bool:
+    """Two recordings passed the same Python numbers to ops, but for those read again on every replay (an
+    optimizer's, ``recipes``): a number the step computes anew each call (a counter, a schedule of its
+    own) would be frozen by a replay, so such a step is not replayed."""
+    if len(a) != len(b):
+        return False
+    recipes = recipes or {}
+    return all(same_scalars([x], [y]) for i, (x, y) in enumerate(zip(a, b)) if i not in recipes)
+
+
 def _entry(plan, cap, exe, src, result, args, kwargs):
-    """A replayable entry of a recorded call, or None where a returned tensor is not among its outputs."""
+    """A replayable entry of a recorded call, or None where a returned tensor is not among its outputs or
+    an array the step made is donated (it is passed again on every replay)."""
+    if any(src[i][0] == "c" for i in plan.donate):
+        return None
     opos = dict(zip(plan.outs, range(len(plan.outs))))
     ipos = dict(zip(plan.in_vars, range(len(plan.in_vars))))
     var_of = {id(obj): var for obj, var, kind in plan.targets if kind == "t"}

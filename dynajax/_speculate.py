@@ -194,13 +194,14 @@ class Speculator:
         self.next = None
 
 
-def sources(cap, args, kwargs):
+def sources(cap, args, kwargs, constants: bool = False):
     """How the next call finds each input of this one: ("a", i) the i-th tensor among the call's
     arguments, ("t", ref) a tensor, ("g", ref) a generator's key (weak references), ("f", fn) the array
     ``fn()`` makes for the call (a tensor the step made from a ``_remake`` recipe: a bucketed call's
-    sequence mask); None if some input has no such source (a raw array). An input first read through
-    another tensor the step made (an in-place op's temporary alias) is found through a tensor that
-    existed before the step and held that array."""
+    sequence mask); None if some input has no such source (a raw array, an array the step made: zeros
+    for an initial state), or with ``constants`` ("c", array) for those: the same array again. An input
+    first read through another tensor the step made (an in-place op's temporary alias) is found through
+    a tensor that existed before the step and held that array."""
     pos = {id(t): i for i, t in enumerate(tensor_leaves(args, kwargs))}
     src = []
     owners = None
@@ -217,7 +218,10 @@ def sources(cap, args, kwargs):
                         owners.setdefault(id(arr), t)
             obj = owners.get(id(cap.inputs[k]))
         if obj is None:
-            return None
+            if not constants:
+                return None
+            src.append(("c", cap.inputs[k]))
+            continue
         i = pos.get(id(obj))
         if i is not None:
             src.append(("a", i))
@@ -235,6 +239,9 @@ def gather(src, args, kwargs):
             if leaves is None:
                 leaves = tensor_leaves(args, kwargs)
             obj = leaves[ref] if ref < len(leaves) else None
+        elif kind == "c":
+            vals.append(ref)
+            continue
         else:
             obj = ref()
         if kind == "g":

@@ -257,3 +257,61 @@ def test_a_returned_argument_is_the_calls_own():
         got, total = c(x)
         assert got is x and float(total) == 3 * i
     assert c.stats.replayed == 2
+
+
+def test_a_python_loop_with_a_state_made_in_the_step_replays():
+    """A define-by-run RNN: a Python loop over GRUCell from a zero state the step makes. The zeros are
+    the same array on every recording, so the step replays; losses and parameters stay eager's."""
+    data = [(dj.tensor(np.random.default_rng(i).standard_normal((4, 5, 6)).astype(np.float32)),
+             dj.tensor(np.random.default_rng(i).standard_normal((4, 3)).astype(np.float32))) for i in range(6)]
+    runs = []
+    for mode in (None, True):
+        dj.manual_seed(0)
+        cell, head = nn.GRUCell(6, 8), nn.Linear(8, 3)
+        params = list(cell.parameters()) + list(head.parameters())
+        opt = dj.optim.SGD(params, lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            h = dj.zeros(x.shape[0], 8)
+            for t in x.unbind(1):
+                h = cell(t, h)
+            loss = F.mse_loss(head(h), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = step if mode is None else dj.compile(step, replay=True)
+        runs.append(([float(fn(x, y)) for x, y in data], params, fn))
+    (l0, p0, _), (l1, p1, fn) = runs
+    assert fn.stats.replayed == 4
+    np.testing.assert_allclose(l1, l0, rtol=2e-6)
+    for a, b in zip(p1, p0):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=2e-6, atol=1e-7)
+
+
+def test_a_tensor_made_from_changing_python_data_is_not_replayed():
+    """A tensor the step makes from a Python number that changes every call differs between recordings,
+    so the step is recorded every call (and stays right)."""
+    w, state = dj.ones(2), {"v": 0.0}
+
+    def step(x):
+        state["v"] += 1.0
+        return (x * w + dj.tensor([state["v"], 0.0])).sum()
+    c = dj.compile(step, replay=True)
+    assert [float(c(dj.ones(2))) for _ in range(4)] == [3.0, 4.0, 5.0, 6.0]
+    assert c.stats.replayed == 0
+
+
+def test_a_python_number_computed_anew_each_call_is_not_replayed():
+    """A number the step computes from its own Python state (a warm-up factor) changes between
+    recordings: it would be frozen by a replay, so the step is recorded every call. The optimizer's own
+    numbers (a StepLR schedule) are read again and do not stop replay (test_replayed_training_matches_eager)."""
+    w, state = dj.ones(2, requires_grad=True), {"n": 0}
+
+    def step(x):
+        state["n"] += 1
+        return (x * w).sum() * min(1.0, state["n"] / 10)
+    c = dj.compile(step, replay=True)
+    got = [float(c(dj.ones(2))) for _ in range(4)]
+    np.testing.assert_allclose(got, [0.2, 0.4, 0.6, 0.8], rtol=1e-6)
+    assert c.stats.replayed == 0
