@@ -196,7 +196,8 @@ class Compiled:
             if self.layout is not None:   # inputs placed on the mesh; the executable for that layout
                 exe = self.layout.prepare(exe, plan, cap, args, kwargs, self.donate)
             if plan.donate and self.donate:
-                _unshare(cap.inputs, plan.donate, [id(arr) for _, arr, _, _ in cap.adopted] + [id(k) for _, k, _ in cap.gens])
+                _unshare(cap.inputs, plan.donate,
+                         [id(arr) for _, arr, _, _ in cap.adopted] + [id(k) for _, k, _ in cap.gens])
             outs = exe(*_split_donated(cap.inputs, plan.donate), cap.scalars)
         except BaseException:
             _restore(cap)
