@@ -1,7 +1,7 @@
 """Training-step time, side by side in one process: dynajax eager, dynajax.compile (default, with
 ``speculate=True``, ``replay=True``, and default settled: a second default instance timed only after the calls its
 speculation needs to decide, as deep into a long run), hand-written jax.jit, PyTorch eager (on the GPU
-when JAX runs on one), on four workloads:
+when JAX runs on one), on five workloads:
 
 - MLP 784-512-512-10, batch 128, Adam, cross-entropy;
 - CNN on 28x28x1, batch 64: conv 1->16 3x3 + BatchNorm2d + ReLU + MaxPool2d(2), conv 16->32 3x3 + ReLU +
@@ -9,7 +9,9 @@ when JAX runs on one), on four workloads:
 - LSTM language model: vocab 100, embedding 64, LSTM hidden 128, batch 32, seq 35, Linear to vocab;
   cross-entropy over every position, Adam;
 - the same with a GRU written as a Python loop over ``GRUCell`` (the define-by-run way); PyTorch runs
-  the same loop over ``torch.nn.GRUCell``, hand-written JAX a ``lax.scan``.
+  the same loop over ``torch.nn.GRUCell``, hand-written JAX a ``lax.scan``;
+- a tiny MLP (16-16-16-4, batch 8, Adam) whose executable costs next to nothing, as a small model's does
+  on an accelerator: its times are each contender's per-call overhead.
 
 The hand-written JAX steps are value_and_grad + the same optimizer update written by hand under one
 jax.jit (NHWC convolutions, max-pool by reshape-and-max, the LSTM by lax.scan). Prints medians (ms/step)
@@ -20,11 +22,12 @@ round and after a few untimed steps each, so machine drift and what one contende
 next (PyTorch's spinning OpenMP threads) reach all of them alike. ``run()`` returns the rows for
 benchmarks/run_all.py.
 
-    python benchmarks/compile_step.py [--steps 10] [--rounds 5] [--no-donate] [--only mlp cnn lstm cell]
+    python benchmarks/compile_step.py [--steps 10] [--rounds 5] [--no-donate] [--only mlp cnn lstm cell tiny]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from typing import Callable, NamedTuple
@@ -39,6 +42,7 @@ import dynajax.nn.functional as F
 
 SIZES = (784, 512, 512, 10)
 BATCH = 128
+TINY = (16, 16, 16, 4)
 LR = 1e-3
 CNN_BATCH, CNN_LR, CNN_MOMENTUM, CNN_DROP = 64, 1e-2, 0.9, 0.25
 VOCAB, EMBED, HIDDEN, LM_BATCH, SEQ = 100, 64, 128, 32, 35
@@ -121,24 +125,32 @@ def _torch_runner(model, opt, loss_fn, x, y):
 
 # ---------------------------------------------------------------- MLP
 
-def _data():
+def _data(sizes=SIZES, batch=BATCH):
     rng = np.random.default_rng(0)
-    return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, SIZES[-1], BATCH)
+    return rng.standard_normal((batch, sizes[0])).astype(np.float32), rng.integers(0, sizes[-1], batch)
 
 
-def dynajax_step(compiled: bool, donate: bool = True, **opts):
+def _mlp(ns, sizes):
+    """Linear + ReLU layers of the given widths, from a torch-like namespace (dynajax.nn or torch.nn)."""
+    layers = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [ns.Linear(a, b), ns.ReLU()]
+    return ns.Sequential(*layers[:-1])
+
+
+def dynajax_step(compiled: bool, donate: bool = True, *, sizes=SIZES, batch=BATCH, **opts):
     """MLP step in dynajax: (runner, step function)."""
     dj.manual_seed(0)
-    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    model = _mlp(nn, sizes)
     opt = dj.optim.Adam(model.parameters(), lr=LR)
-    return _dynajax_runner(model, opt, F.cross_entropy, *_data(), compiled, donate, **opts)
+    return _dynajax_runner(model, opt, F.cross_entropy, *_data(sizes, batch), compiled, donate, **opts)
 
 
-def jax_step():
+def jax_step(sizes=SIZES, batch=BATCH):
     """MLP step hand-written in JAX."""
     key = jax.random.PRNGKey(0)
     params = []
-    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         k1, k2 = jax.random.split(jax.random.fold_in(key, i))
         params.append((_uniform(k1, (a, b), a), _uniform(k2, (b,), a)))
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
@@ -157,18 +169,17 @@ def jax_step():
         params, m, v, t = state
         loss, g = jax.value_and_grad(loss_fn)(params, x, y)
         return loss, _adam_update(params, m, v, t, g)
-    xn, yn = _data()
+    xn, yn = _data(sizes, batch)
     return _stateful(step, state, jnp.asarray(xn), jnp.asarray(yn))
 
 
-def torch_step():
+def torch_step(sizes=SIZES, batch=BATCH):
     """MLP step in PyTorch (raises ImportError without torch)."""
     import torch
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
-                                torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    model = _mlp(torch.nn, sizes)
     opt = torch.optim.Adam(model.parameters(), lr=LR)
-    xn, yn = _data()
+    xn, yn = _data(sizes, batch)
     return _torch_runner(model, opt, torch.nn.functional.cross_entropy, torch.from_numpy(xn), torch.from_numpy(yn))
 
 
@@ -408,6 +419,11 @@ WORKLOADS = [
              lstm_dynajax_step, lstm_jax_step, lstm_torch_step, eager_div=6),
     Workload("cell", "GRUCell loop LM (a Python loop over nn.GRUCell) vocab 100, embed 64, hidden 128, batch 32, "
              "seq 35, Adam", cell_dynajax_step, cell_jax_step, cell_torch_step, eager_div=6),
+    # an executable that costs next to nothing, as a small model's does on an accelerator: what is left is each
+    # contender's per-call overhead (dispatch, and dynajax.compile's recording unless replayed)
+    Workload("tiny", "tiny MLP 16-16-16-4, batch 8, Adam (per-call overhead)",
+             functools.partial(dynajax_step, sizes=TINY, batch=8), functools.partial(jax_step, TINY, 8),
+             functools.partial(torch_step, TINY, 8)),
 ]
 NAMES = {"dynajax_eager": "dynajax eager", "dynajax_compiled": "dynajax compiled",
          "dynajax_speculative": "dynajax compiled, speculate=True",

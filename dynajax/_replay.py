@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import warnings
 import weakref
+from sys import getrefcount
 
 from . import _epoch
 from ._tensor import Tensor, _make
@@ -47,8 +48,8 @@ MISS = object()     # a replay that could not run (some input is gone): the call
 class _Entry:
     """One guard's replay: the executable, its plan, where its inputs come from, the result's structure."""
 
-    __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "calls", "key", "modules",
-                 "flags", "epoch")
+    __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "grads", "keys", "calls",
+                 "key", "modules", "flags", "epoch", "donate", "kept")
 
 
 class Replayer:
@@ -218,7 +219,12 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
     e = _Entry()
     e.exe, e.plan, e.src, e.key = exe, plan, src, plan.key
     e.scalars, e.recipes = list(cap.scalars), cap.scalar_src
-    e.tree, e.leaves, e.writes, e.calls = tree, spec, writes, 0
+    e.tree, e.leaves, e.calls = tree, spec, 0
+    e.writes = [(obj, out, i) for how, obj, out, i in writes if how == "value"]
+    e.grads = [(obj, out, i) for how, obj, out, i in writes if how == "grad"]
+    e.keys = [(obj, out, i) for how, obj, out, i in writes if how == "key"]
+    e.donate = plan.donate
+    e.kept = tuple(i for i in range(len(src)) if i not in set(plan.donate))
     e.modules = list(cap.modules.values())
     e.flags = _flags(e.modules)
     e.epoch = _epoch.COUNT[0]
@@ -232,17 +238,29 @@ def _flags(modules) -> list:
 def write_back(e: _Entry, vals: list, outs) -> None:
     """Give the step's state its new arrays: tensors from before the step and stored ones in place,
     generators their keys, each parameter whose ``.grad`` the step made a new grad tensor."""
-    for how, obj, out, i in e.writes:
-        arr = outs[i] if out else vals[i]
-        if how == "value":
-            obj._value = arr
-            if obj.grad_fn is not None:
-                obj.grad_fn = None
-                obj._rg = False
-        elif how == "grad":
-            obj.grad = _make(arr)
-        else:
-            obj._key = arr
+    for obj, out, i in e.writes:
+        obj._value = outs[i] if out else vals[i]
+        if obj.grad_fn is not None:
+            obj.grad_fn = None
+            obj._rg = False
+    for obj, out, i in e.grads:
+        obj.grad = _make(outs[i] if out else vals[i])
+    for obj, out, i in e.keys:
+        obj._key = outs[i] if out else vals[i]
+
+
+def split(e: _Entry, vals: list, copy) -> tuple:
+    """The executable's donated and kept arguments. A donated array held by more than its source tensor
+    (or generator) and ``vals`` -- shared with a deepcopy, say -- is passed as ``copy(array)``: donating
+    it would delete it under that holder."""
+    donated = []
+    for i in e.donate:
+        a = vals[i]
+        # references: the slot in vals, the source's attribute, ``a``, getrefcount's argument
+        if getrefcount(a) > 4:
+            a = vals[i] = copy(a)
+        donated.append(a)
+    return donated, [vals[i] for i in e.kept]
 
 
 def inputs(e: _Entry, args, kwargs):

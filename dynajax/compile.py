@@ -220,12 +220,9 @@ class Compiled:
         if got is None:
             return _replay.MISS
         vals, scalars = got
-        plan = e.plan
         spec = self._speculator   # a prediction made before this call's writes would only miss, and its
         spec.next = spec.last_out = None   # readiness probe (an output array) would hold a donated array
-        if plan.donate and self.donate:   # each array is held by the tensor (or generator) it came from
-            _unshare(vals, plan.donate, [id(v) for v in vals])
-        outs = e.exe(*_split_donated(vals, plan.donate), scalars)
+        outs = e.exe(*_replay.split(e, vals, jnp.copy), scalars)
         _replay.write_back(e, vals, outs)
         st = self.stats
         st.cache_hits += 1
