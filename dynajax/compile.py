@@ -196,8 +196,7 @@ class Compiled:
             if self.layout is not None:   # inputs placed on the mesh; the executable for that layout
                 exe = self.layout.prepare(exe, plan, cap, args, kwargs, self.donate)
             if plan.donate and self.donate:
-                _unshare(cap.inputs, plan.donate,
-                         [id(arr) for _, arr, _, _ in cap.adopted] + [id(k) for _, k, _ in cap.gens])
+                _unshare(cap, plan.donate)
             outs = exe(*_split_donated(cap.inputs, plan.donate), cap.scalars)
         except BaseException:
             _restore(cap)
@@ -599,13 +598,13 @@ def _donatable(cap: Capture, targets: dict, input_vars: dict) -> tuple:
     return tuple([i for i, v in enumerate(cap.in_vars) if v not in still_read])
 
 
-def _unshare(inputs: list, donate: tuple, holders: list) -> None:
+def _unshare(cap: Capture, donate: tuple) -> None:
     """Pass a copy for a donated input whose array is also held elsewhere -- by another input, or by
     something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
-    donating it would delete it under that holder. ``holders``: the ids of the arrays the call itself
-    holds, once per holder (a capture's adoption records; on a replay, the tensors the arrays came from);
-    ids, made in comprehensions, since a list or loop variable holding an array is one more reference."""
-    held = collections.Counter(holders)
+    donating it would delete it under that holder. (A replayed call checks its own: ``_replay.split``.)"""
+    # (ids counted in comprehensions: a loop variable left holding an array would be one more reference)
+    held = collections.Counter([id(arr) for _, arr, _, _ in cap.adopted] + [id(key) for _, key, _ in cap.gens])
+    inputs = cap.inputs
     n_in = collections.Counter([id(a) for a in inputs])
     getrefcount = sys.getrefcount
     for k in donate:
