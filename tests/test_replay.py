@@ -9,6 +9,7 @@ import pytest
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
+from dynajax import _replay
 
 
 def _data(n, batch=8, width=12, classes=4, seed=0):
@@ -315,3 +316,58 @@ def test_a_python_number_computed_anew_each_call_is_not_replayed():
     got = [float(c(dj.ones(2))) for _ in range(4)]
     np.testing.assert_allclose(got, [0.2, 0.4, 0.6, 0.8], rtol=1e-6)
     assert c.stats.replayed == 0
+
+
+def test_grad_mode_is_part_of_the_guard_and_the_decorator_form_takes_replay():
+    dj.manual_seed(0)
+    lin = nn.Linear(3, 2)
+
+    @dj.compile(replay=True)
+    def f(x):
+        return lin(x).sum()
+    x = dj.ones(4, 3)
+    want = float(lin(x).sum())
+    got = [float(f(x)) for _ in range(3)]
+    with dj.no_grad():
+        got += [float(f(x)) for _ in range(3)]
+    assert got == pytest.approx([want] * 6, rel=1e-6)
+    assert f.stats.replayed == 2 and f.stats.compiles == 1   # two guards, one graph: each replays after two
+
+
+def test_replay_with_a_small_cache_evicts_cleanly():
+    """Three shapes rotating through a cache of two executables: evicted executables' entries go with
+    them, and every call is still right."""
+    w = dj.tensor([1.0, 2.0, 3.0])
+    c = dj.compile(lambda x: (x * w).sum(-1), cache_size=2, replay=True)
+    with pytest.warns(UserWarning, match="recompiled 8 times"):   # (LRU order: each call evicts the next shape)
+        for _ in range(4):
+            for n in (1, 2, 3):
+                x = dj.ones(n, 3)
+                np.testing.assert_allclose(c(x).numpy(), np.full(n, 6.0))
+    assert len(c._cache) <= 2 and all(type(e) is not _replay._Entry or any(e.exe is v for v in c._cache.values())
+                                      for e in c._replayer.entries.values())
+
+
+def test_an_exception_in_a_recorded_call_propagates_and_leaves_state_alone():
+    w = dj.ones(2, requires_grad=True)
+    opt = dj.optim.SGD([w], lr=0.5)
+    calls = {"n": 0}
+
+    @dj.compile(replay=True)
+    def step(x):
+        calls["n"] += 1
+        opt.zero_grad()
+        loss = (x * w).sum()
+        loss.backward()
+        if calls["n"] == 2:
+            raise ValueError("bad batch")
+        opt.step()
+        return loss
+    step(dj.ones(2))
+    with pytest.raises(ValueError, match="bad batch"):
+        step(dj.ones(2))
+    np.testing.assert_allclose(w.detach().numpy(), [0.5, 0.5])
+    for _ in range(3):
+        step(dj.ones(2))
+    np.testing.assert_allclose(w.detach().numpy(), [-1.0, -1.0])
+    assert step.stats.replayed == 2   # recorded: the first and the third (the failed one noted nothing)
