@@ -35,6 +35,8 @@ import warnings
 import weakref
 from sys import getrefcount
 
+import jax
+
 from . import _epoch
 from ._tensor import Tensor, _make
 from .autograd.grad_mode import is_grad_enabled
@@ -162,7 +164,7 @@ def _same(a, b) -> bool:
             if ra != rb:
                 return False
         elif ka == "c":   # arrays the step made: replayed as they are, if both recordings made the same
-            if ra.shape != rb.shape or ra.dtype != rb.dtype or not bool((ra == rb).all()):
+            if ra is not rb and (ra.shape != rb.shape or ra.dtype != rb.dtype or not bool((ra == rb).all())):
                 return False
         elif ra() is None or ra() is not rb():
             return False
@@ -277,7 +279,6 @@ def inputs(e: _Entry, args, kwargs):
 def result(e: _Entry, outs, args, kwargs):
     """The replayed call's return value: the recorded structure, fresh tensors holding its outputs, the
     call's own arguments where the recording returned its arguments."""
-    import jax
     leaves = None
     out = []
     for k, x in e.leaves:
