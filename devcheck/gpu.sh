@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# One device run (the session tool `device`, ~7 min of its 15): dynajax's compiled steps on a GPU against
-# hand-written jax.jit and PyTorch eager on the same GPU (benchmarks/compile_step.py), then the compile tests
+# One device run (the session tool `device`, ~11 min of its 15: timeout_s 720): dynajax's compiled steps on a
+# GPU against hand-written jax.jit and PyTorch eager on the same GPU (benchmarks/compile_step.py), then the tests
 # at JAX's default matmul precision (TF32 on Hopper; dynajax's own matmuls and convolutions ask for HIGHEST)
-# and the whole suite with JAX_DEFAULT_MATMUL_PRECISION=highest. Output lands in $OUT (the tool's folder;
+# and the whole suite with JAX_DEFAULT_MATMUL_PRECISION=highest, then the recurrent workloads. Output lands in $OUT (the tool's folder;
 # /tmp elsewhere). Each stage has its own time limit; pytest gets SIGINT at its limit so it still prints
 # its summary.
 cd "$(dirname "$0")/.."
@@ -10,8 +10,9 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT="${OUT:-/tmp}" XLA_PYTHON_CLIENT_P
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 nproc
 python3 -c "import jax, torch, numpy; print('jax', jax.__version__, jax.devices(), 'torch', torch.__version__, 'numpy', numpy.__version__)"
-echo "=== compile_step on the GPU"
-JAX_DEFAULT_MATMUL_PRECISION=highest timeout 130 python3 benchmarks/compile_step.py --rounds 3 2>&1 | grep -v Warning | tee "$OUT/bench.txt"
+echo "=== compile_step on the GPU (replay=True among the contenders; tiny: per-call overhead)"
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout 170 python3 benchmarks/compile_step.py --rounds 3 --only mlp cnn tiny \
+    2>&1 | grep -v Warning | tee "$OUT/bench.txt"
 echo "=== tests/test_compile.py on the GPU, default matmul precision"
 timeout -s INT 70 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n 4 --tb=short tests/test_compile.py 2>&1 | tee "$OUT/tests_default.txt" | tail -30
 echo "=== the whole suite on the GPU, JAX_DEFAULT_MATMUL_PRECISION=highest"
@@ -19,3 +20,6 @@ echo "=== the whole suite on the GPU, JAX_DEFAULT_MATMUL_PRECISION=highest"
 JAX_DEFAULT_MATMUL_PRECISION=highest timeout -s INT 250 python3 -m pytest -v -p no:cacheprovider -p no:benchmark -n 8 \
     --tb=short -rfEs tests > "$OUT/suite.txt" 2>&1
 grep -E "^FAILED|^ERROR|^SKIPPED| passed| failed" "$OUT/suite.txt" | cut -c1-230 | tail -45
+echo "=== compile_step on the GPU, the recurrent workloads"
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout 130 python3 benchmarks/compile_step.py --rounds 2 --steps 5 --only lstm cell \
+    2>&1 | grep -v Warning | tee "$OUT/bench2.txt"
