@@ -2,9 +2,9 @@
 # One device run (the session tool `device`, ~11 min of its 15: timeout_s 720): dynajax's compiled steps on a
 # GPU against hand-written jax.jit and PyTorch eager on the same GPU (benchmarks/compile_step.py), then the tests
 # at JAX's default matmul precision (TF32 on Hopper; dynajax's own matmuls and convolutions ask for HIGHEST)
-# and the whole suite with JAX_DEFAULT_MATMUL_PRECISION=highest, then the recurrent workloads. Output lands in $OUT (the tool's folder;
-# /tmp elsewhere). Each stage has its own time limit; pytest gets SIGINT at its limit so it still prints
-# its summary.
+# and the whole suite with JAX_DEFAULT_MATMUL_PRECISION=highest, then the recurrent workloads. Output lands
+# in $OUT (the tool's folder; /tmp elsewhere). Each stage has its own time limit; pytest gets SIGINT at its
+# limit so it still prints its summary.
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OUT="${OUT:-/tmp}" XLA_PYTHON_CLIENT_PREALLOCATE=false
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
