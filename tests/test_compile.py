@@ -372,8 +372,8 @@ def _train_steps(make_model, make_opt, batches, loss_fn, compiled: bool, **kw):
     return losses, [t.detach().numpy() for t in list(model.parameters()) + list(model.buffers())], step
 
 
-@pytest.mark.parametrize("speculate", [None, True])
-def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager(speculate):
+@pytest.mark.parametrize("kw", [{}, {"speculate": True}, {"replay": True}], ids=["default", "speculate", "replay"])
+def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager(kw):
     def make():
         return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.25),
@@ -383,17 +383,21 @@ def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager(speculate):
     def make_opt(ps):
         return optim.SGD(ps, lr=0.05, momentum=0.9)
     eager = _train_steps(make, make_opt, batches, F.cross_entropy, False)
-    comp = _train_steps(make, make_opt, batches, F.cross_entropy, True, speculate=speculate)
+    comp = _train_steps(make, make_opt, batches, F.cross_entropy, True, **kw)
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
     assert comp[2].stats.compiles == 1 and comp[2].stats.graph_breaks == 0   # momentum buffers made before step 1
     # speculate=True: from the third call on, each call's results come from the run dispatched before its
-    # capture (the RNG key, BatchNorm's in-place buffers and the momentum buffers found again each call)
-    assert comp[2].stats.speculated == (18 if speculate else 0) and comp[2].stats.speculation_misses == 0
+    # capture (the RNG key, BatchNorm's in-place buffers and the momentum buffers found again each call);
+    # replay=True: from the fourth on, calls run without the step's Python at all (the first read the
+    # momentum buffers as arrays it made, the second from the tensors holding them: two recordings agree
+    # from the second and third)
+    assert comp[2].stats.speculated == (18 if "speculate" in kw else 0) and comp[2].stats.speculation_misses == 0
+    assert comp[2].stats.replayed == (17 if "replay" in kw else 0)
     assert eager[0][-1] < eager[0][0]
 
 
-@pytest.mark.parametrize("speculate", [None, True])
-def test_lstm_language_model_20_steps_match_eager(speculate):
+@pytest.mark.parametrize("kw", [{}, {"speculate": True}, {"replay": True}], ids=["default", "speculate", "replay"])
+def test_lstm_language_model_20_steps_match_eager(kw):
     class LM(nn.Module):
         def __init__(self):
             super().__init__()
@@ -409,10 +413,11 @@ def test_lstm_language_model_20_steps_match_eager(speculate):
     def make_opt(ps):
         return optim.Adam(ps, lr=0.02)
     eager = _train_steps(LM, make_opt, batches, loss_fn, False)
-    comp = _train_steps(LM, make_opt, batches, loss_fn, True, speculate=speculate)
+    comp = _train_steps(LM, make_opt, batches, loss_fn, True, **kw)
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
     assert comp[2].stats.compiles == 1 and comp[2].stats.cache_hits == 19
-    assert comp[2].stats.speculated == (18 if speculate else 0)
+    assert comp[2].stats.speculated == (18 if "speculate" in kw else 0)
+    assert comp[2].stats.replayed == (17 if "replay" in kw else 0)   # (as the CNN's: from the fourth call)
     assert eager[0][-1] < eager[0][0]
 
 
