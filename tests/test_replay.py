@@ -371,3 +371,27 @@ def test_an_exception_in_a_recorded_call_propagates_and_leaves_state_alone():
         step(dj.ones(2))
     np.testing.assert_allclose(w.detach().numpy(), [-1.0, -1.0])
     assert step.stats.replayed == 2   # recorded: the first and the third (the failed one noted nothing)
+
+
+def test_grads_zeroed_in_place_replay_like_eager():
+    """``zero_grad(set_to_none=False)`` zeroes the grads, which the backward then accumulates into: replays
+    read each parameter's grad where it is now, and give eager's losses, grads and state."""
+    def run(replay):
+        dj.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        opt = dj.optim.Adam(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad(set_to_none=False)
+            loss = m(x).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        f = dj.compile(step, replay=True) if replay else step
+        losses = [float(f(dj.tensor(np.random.default_rng(i).standard_normal((4, 3)).astype(np.float32))))
+                  for i in range(8)]
+        return losses, m, opt, f
+    (l0, m0, o0, _), (l1, m1, o1, f) = run(False), run(True)
+    assert f.stats.replayed == 5
+    np.testing.assert_allclose(l1, l0, rtol=2e-6)
+    _assert_same_state(m1, m0, o1, o0)
