@@ -63,3 +63,12 @@ def test_short_run_reports_both_phases_and_the_cross_check():
     assert compiled.stats.compiles >= 2 and compiled.stats.cache_hits >= 1
     assert r["loss_gap"] < 1e-4   # same batches, same weights: the same losses
     assert "compiled vs eager" in text and "x the steps/s warm" in text
+    assert r["replayed"].stats.compiles >= 2 and r["replay_loss_gap"] < 1e-4 and "replayed vs compiled" in text
+
+
+def test_a_repeated_length_is_replayed():
+    """One sequence length: the replayed phase records the first three calls (the first makes Adam's
+    moments, the next two agree) and replays the rest, with eager's losses."""
+    r = demo.run(steps=6, batch=8, lengths=(4,), out=io.StringIO())
+    assert r["replayed"].stats.replayed == 3 and r["replay_loss_gap"] < 1e-5
+    np.testing.assert_allclose(r["replayed"].losses, r["eager"].losses, rtol=1e-5)
