@@ -111,8 +111,10 @@ class Replayer:
             # another graph, or the same one reading other tensors (a parameter or optimizer state replaced
             # since): replayed again once two recordings agree
             self._put(guard, (plan.key, src, list(cap.scalars)))
-            # a module's train/eval switch is seen, and may change the graph; anything else is not
-            changed = prev.key != plan.key and _flags(prev.modules) == prev.flags
+            # a module's train/eval switch and a change of the state's tensors or their requires_grad
+            # (``_epoch``) are seen, and may change the graph; anything else is not
+            changed = (prev.key != plan.key and _flags(prev.modules) == prev.flags
+                       and prev.epoch == _epoch.COUNT[0])
             return prev.key if changed else None
         if (prev is not None and src is not None and prev[1] is not None and prev[0] == plan.key
                 and _same(prev[1], src) and _same_numbers(prev[2], cap.scalars, cap.scalar_src)):

@@ -117,6 +117,8 @@ class Tensor:
         if requires_grad and not _is_diff_dtype(self._value.dtype):
             raise RuntimeError("only Tensors of floating point and complex dtype can require gradients "
                                f"(got dtype {self.dtype!r})")
+        if self._rg != bool(requires_grad):
+            _epoch.bump()   # (a layer frozen or unfrozen: a replayed step's graph would be the old one)
         self._rg = bool(requires_grad)
         return self
 

@@ -151,14 +151,22 @@ def test_a_check_call_warns_when_the_graph_changed_under_replay():
 
 
 def test_replay_does_not_donate_an_array_held_elsewhere():
-    """A deepcopy of the model shares its arrays: a replayed call must not delete them under the copy."""
-    data = _data(8)
+    """Arrays are shared freely (a deepcopy's parameters, a raw array kept by the user): a replayed call
+    must not delete one under its other holder, and it copies only those."""
+    data = _data(9)
     step, model, opt, sch = _trainer(True, sched=False)
     for x, y in data[:4]:
         step(x, y)
-    snap = copy.deepcopy(model)
+    held = [p._value for p in model.parameters()]   # held here while the next call is replayed
+    before = [np.asarray(a).copy() for a in held]
+    step(*data[4])
+    assert step.stats.replayed == 2 and not any(a.is_deleted() for a in held)
+    for a, b in zip(held, before):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    del held
+    snap = copy.deepcopy(model)   # (building modules sends one call to be recorded: _epoch)
     before = [p.detach().numpy().copy() for p in snap.parameters()]
-    for x, y in data[4:]:
+    for x, y in data[5:]:
         step(x, y)
     assert step.stats.replayed == 5
     for p, b in zip(snap.parameters(), before):
@@ -395,3 +403,24 @@ def test_grads_zeroed_in_place_replay_like_eager():
     assert f.stats.replayed == 5
     np.testing.assert_allclose(l1, l0, rtol=2e-6)
     _assert_same_state(m1, m0, o1, o0)
+
+
+def test_freezing_a_layer_between_calls_is_seen():
+    """``requires_grad_(False)`` on a layer mid-training (fine-tuning) changes the graph without touching
+    the arguments: the next call is recorded again (no graph-change warning: the change was seen), and the
+    frozen layer stays as eager leaves it."""
+    data = _data(10)
+    runs = []
+    for mode in (None, True):
+        step, model, opt, _ = _trainer(mode, sched=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            for i, (x, y) in enumerate(data):
+                if i == 5:
+                    model[0].requires_grad_(False)
+                step(x, y)
+        runs.append((model, opt, step))
+    (m0, _, _), (m1, _, step) = runs
+    assert step.stats.replayed > 3
+    for (n, p), (_, q) in zip(m1.state_dict().items(), m0.state_dict().items()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=2e-6, atol=2e-7, err_msg=n)
