@@ -17,8 +17,9 @@ groups on every call, so a learning-rate schedule keeps working) and made the sa
 arrays (zeros for an initial state, passed again as they are), later calls with
 that guard run the executable directly on the arrays those tensors hold now,
 write the results back, and return fresh tensors in the recorded structure. A
-change of which tensors hold the state (``_epoch``: a reassigned parameter, a
-loaded optimizer state) sends the next call to be recorded again.
+change of which tensors hold the state or require grad (``_epoch``: a reassigned
+parameter, a frozen layer, a loaded optimizer state) sends the next call to be
+recorded again.
 
 The contract, as for CUDA-graph replay in PyTorch: Python the step runs is not
 run again -- a branch on a flag that flips after the two recordings, a print, a
