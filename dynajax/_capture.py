@@ -175,6 +175,7 @@ class Capture:
         self.born: list = []            # weakrefs to tensors created while capturing
         self.born_ids: set = set()      # and their ids (a tensor alive before the step has none of them)
         self.modules: dict = {}         # id -> each nn.Module called (``_replay`` guards their training flags)
+        self._module_call = None        # nn.Module.__call__ while it is wrapped to fill ``modules`` (replay only)
         self.by_array: dict = {}        # dual: id(array) -> (array, var)
         self.known: dict = {}           # var -> concrete array (graph breaks)
         self.prod: dict = {}            # first output var of an eqn -> its position in eqns
@@ -197,16 +198,18 @@ class Capture:
             note(ref(t))
             note_id(id(t))
             return orig_init(t, value, requires_grad, grad_fn, idx, vc)
-        from .nn.modules.module import Module
-        orig_call, called = Module.__call__, self.modules.setdefault
-
-        def _call(m, *args, **kwargs):
-            called(id(m), m)
-            return orig_call(m, *args, **kwargs)
         self._saved = (orig_init, random._sample, random.Generator.next_key, views._run_chain,
-                       views.view_scatter.impl, views.assign, views.refresh, orig_call)
+                       views.view_scatter.impl, views.assign, views.refresh)
         _tensor._init = _init
-        Module.__call__ = _call
+        if getattr(self.owner, "_replayer", None) is not None:   # replay guards the modules' training flags
+            from .nn.modules.module import Module
+            orig_call, called = Module.__call__, self.modules.setdefault
+
+            def _call(m, *args, **kwargs):
+                called(id(m), m)
+                return orig_call(m, *args, **kwargs)
+            self._module_call = orig_call
+            Module.__call__ = _call
         random._sample = self._wrap(random._sample)
         random.Generator.next_key = lambda gen: self._next_key(gen)
         views._run_chain = self._wrap(views._run_chain, static=("chain",))
@@ -235,9 +238,11 @@ class Capture:
             self.bwd = None
         registry._hooks.remove(self.hook)
         registry.record_creation = False
-        from .nn.modules.module import Module
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
-         views.view_scatter.impl, views.assign, views.refresh, Module.__call__) = self._saved
+         views.view_scatter.impl, views.assign, views.refresh) = self._saved
+        if self._module_call is not None:
+            from .nn.modules.module import Module
+            Module.__call__, self._module_call = self._module_call, None
         _state.cap = None
         _LOCK.release()
 

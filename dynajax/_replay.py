@@ -229,7 +229,8 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
     e.grads = [(obj, out, i) for how, obj, out, i in writes if how == "grad"]
     e.keys = [(obj, out, i) for how, obj, out, i in writes if how == "key"]
     e.donate = plan.donate
-    e.kept = tuple(i for i in range(len(src)) if i not in set(plan.donate))
+    donated = set(plan.donate)
+    e.kept = tuple(i for i in range(len(src)) if i not in donated)
     e.modules = list(cap.modules.values())
     e.flags = _flags(e.modules)
     e.epoch = _epoch.COUNT[0]

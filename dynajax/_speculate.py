@@ -235,13 +235,6 @@ def gather(src, args, kwargs):
     leaves = None
     vals = []
     for kind, ref in src:
-        if kind == "t":   # (the usual one, tested first: a replayed step gathers every call)
-            obj = ref()
-            v = obj._value if obj is not None and obj._base is None else None
-            if not is_array(v):
-                return None
-            vals.append(v)
-            continue
         if kind == "a":
             if leaves is None:
                 leaves = tensor_leaves(args, kwargs)
@@ -253,12 +246,11 @@ def gather(src, args, kwargs):
             obj = ref()
         if kind == "g":
             v = getattr(obj, "_key", None)
-        elif kind == "grad":   # (a replay's source: the .grad of a parameter, ``_replay``)
-            obj = getattr(obj, "grad", None)
-            v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
         elif kind == "f":
             v = obj
         else:
+            if kind == "grad":   # (a replay's source: the .grad of a parameter, ``_replay``)
+                obj = getattr(obj, "grad", None)
             v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
         if not is_array(v):
             return None

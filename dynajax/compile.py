@@ -171,8 +171,7 @@ class Compiled:
                 st.speculated += 1
                 st.cache_hits += 1
                 self._cache.move_to_end(plan.key)
-                _write_back(plan, cap.inputs, outs)
-                cap.known.clear()
+                _write_back(plan, cap, outs)
                 self._plan_next(plan, cap, exe, args, kwargs, secs, idle, outs, True)
                 self._note_replay(guard, plan, cap, exe, args, kwargs, result)
                 return result
@@ -206,8 +205,7 @@ class Compiled:
             made = self._made.get(exe)
             if made is not None:
                 self._made[exe] = made[:2] + (st.compile_time - compiled_before,)
-        _write_back(plan, cap.inputs, outs)
-        cap.known.clear()
+        _write_back(plan, cap, outs)
         self._plan_next(plan, cap, exe, args, kwargs, secs, idle, outs, False)
         self._note_replay(guard, plan, cap, exe, args, kwargs, result)
         return result
@@ -617,7 +615,7 @@ def _unshare(cap: Capture, donate: tuple) -> None:
             inputs[k] = jnp.copy(a)
 
 
-def _write_back(plan: _Plan, inputs: list, outs) -> None:
+def _write_back(plan: _Plan, cap: Capture, outs) -> None:
     """Give every target tensor (and generator) its new array; only-read inputs get their old array back."""
     opos = _positions(plan.outs)
     pos = None
@@ -627,8 +625,8 @@ def _write_back(plan: _Plan, inputs: list, outs) -> None:
             arr = outs[i]
         else:
             if pos is None:
-                pos = dict(zip(plan.in_vars, range(len(plan.in_vars))))
-            arr = inputs[pos[var]]
+                pos = dict(zip(cap.in_vars, range(len(cap.in_vars))))
+            arr = cap.inputs[pos[var]]
         if kind == "g":
             obj._key = arr
             continue
@@ -636,6 +634,7 @@ def _write_back(plan: _Plan, inputs: list, outs) -> None:
         if obj.grad_fn is not None:  # the graph of a compiled step ends with it: results come back detached
             obj.grad_fn = None
             obj._rg = False
+    cap.known.clear()
 
 
 @functools.lru_cache(maxsize=256)
