@@ -59,6 +59,36 @@ class device:
         return devs[i]
 
 
+def default_jax_device():
+    """The jax.Device new arrays land on: ``jax.config.jax_default_device`` if set to a device, else this
+    process's first device of that backend (``jax.devices()`` spans all hosts)."""
+    d = jax.config.jax_default_device
+    if d is None or isinstance(d, str):
+        d = jax.local_devices(backend=d)[0]
+    return d
+
+
+_IS_DEFAULT: dict = {}   # (device type, index, the default-device setting) -> is_default's answer
+
+
+def is_default(dev) -> bool:
+    """Whether ``dev`` (a :class:`device` or its name) names the device new arrays land on by default,
+    where a step compiled by ``dynajax.compile`` runs when no input says otherwise. False for a name with
+    no such device here (eager code then raises its error)."""
+    d = dev if isinstance(dev, device) else device(dev)
+    key = (d.type, d.index, jax.config.jax_default_device)
+    hit = _IS_DEFAULT.get(key)
+    if hit is None:
+        try:
+            hit = d.jax_device() == default_jax_device()
+        except RuntimeError:
+            hit = False
+        if len(_IS_DEFAULT) > 64:
+            _IS_DEFAULT.clear()
+        _IS_DEFAULT[key] = hit
+    return hit
+
+
 def default_on_cpu() -> bool:
     """Whether new arrays land on a CPU device (JAX's default device). There an array made in numpy and
     copied in costs a memcpy, while an eager ``jnp`` op compiles an XLA kernel for every new shape

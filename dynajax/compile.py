@@ -52,6 +52,7 @@ import numpy as np
 from . import _bucketing, _compile_cache, _replay, _rolling
 from ._speculate import Speculator
 from ._capture import Capture, Sym, run_graph
+from ._device import default_jax_device
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
 
@@ -443,10 +444,7 @@ def _placement(cap: Capture):
             if isinstance(sh, jax.sharding.SingleDeviceSharding):
                 return sh
             break
-    dev = jax.config.jax_default_device
-    if dev is None or isinstance(dev, str):   # this process's first device (jax.devices() spans all hosts)
-        dev = jax.local_devices(backend=dev)[0]
-    return jax.sharding.SingleDeviceSharding(dev)
+    return jax.sharding.SingleDeviceSharding(default_jax_device())
 
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,

@@ -421,6 +421,53 @@ def test_lstm_language_model_20_steps_match_eager(kw):
     assert eager[0][-1] < eager[0][0]
 
 
+class _CellLM(nn.Module):
+    """A Python loop over a GRUCell whose first state is made as PyTorch code makes it:
+    ``zeros(batch, hidden, device=tokens.device)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.cell, self.out = nn.Embedding(11, 6), nn.GRUCell(6, 8), nn.Linear(8, 11)
+
+    def forward(self, tokens):
+        h, hs = dj.zeros(tokens.shape[0], 8, device=tokens.device), []
+        for x in self.emb(tokens).unbind(1):
+            h = self.cell(x, h)
+            hs.append(h)
+        return self.out(dj.stack(hs, 1))
+
+
+def test_a_state_made_on_the_inputs_device_is_recorded_so_the_step_speculates():
+    """``zeros(..., device=x.device)`` in a step is recorded like ``zeros(...)`` (made inside the executable),
+    not made eagerly and passed in as a new array every call, which no speculative run could find again."""
+    rng = np.random.default_rng(9)
+    seqs = [(rng.integers(0, 11, (4, 1)) + 3 * np.arange(6)) % 11 for _ in range(8)]
+    batches = [(s[:, :-1], s[:, 1:]) for s in seqs]
+    def loss_fn(logits, y):
+        return F.cross_entropy(logits.reshape(-1, 11), y.reshape(-1))
+    def make_opt(ps):
+        return optim.Adam(ps, lr=0.02)
+    eager = _train_steps(_CellLM, make_opt, batches, loss_fn, False)
+    comp = _train_steps(_CellLM, make_opt, batches, loss_fn, True, speculate=True)
+    _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
+    st = comp[2].stats
+    assert st.compiles == 1 and st.speculated == 6 and st.speculation_misses == 0, st
+    # the executable's inputs: tokens, labels, parameters and Adam's state, not the (4, 8) first state
+    key, = comp[2]._cache
+    assert [shape for shape, _ in key[0]].count((4, 8)) == 0 and len(key[0]) == 2 + 7 * 4
+
+
+def test_a_tensor_made_on_a_missing_device_in_a_compiled_step_raises_eagers_error():
+    from helpers import unavailable_device
+    dev = unavailable_device()
+    with pytest.raises(RuntimeError) as eager:
+        dj.zeros(2, 3, device=dev)
+    step = dj.compile(lambda x: x + dj.zeros(2, 3, device=dev))
+    with pytest.raises(RuntimeError) as compiled:
+        step(dj.ones(2, 3))
+    assert str(compiled.value) == str(eager.value) and dev in str(eager.value)
+
+
 @pytest.mark.parametrize("make_opt", [lambda ps: optim.SGD(ps, lr=0.05), lambda ps: optim.Adam(ps, lr=0.01)],
                          ids=["sgd", "adam"])
 def test_depth_dependent_model_compiles_one_executable_per_depth(make_opt):
