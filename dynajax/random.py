@@ -115,14 +115,17 @@ def _draw(key, a, b, kind, shape, dtype):
             # 32-bit words and float64 compares per element for a float32 mask (a dropout's)
             a = jnp.asarray(a, jnp.float32)
         return jax.random.bernoulli(key, a, shape).astype(dtype)
+    if kind == "permutation":
+        return jax.random.permutation(key, shape[0]).astype(dtype)
     raise ValueError(kind)
 
 
 def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
-    """Draw an array: kind is uniform [a, b), normal (mean a, std b), randint [a, b) or bernoulli (p=a)."""
+    """Draw an array: kind is uniform [a, b), normal (mean a, std b), randint [a, b), bernoulli (p=a) or
+    permutation (of ``range(shape[0])``, ``shape`` 1-d)."""
     key, shape, dtype = next_key(generator), tuple(shape), np.dtype(dtype)
     n = math.prod(shape)
-    if _drawn_in_bulk(key, a, b, (kind, shape, dtype), n):
+    if kind != "permutation" and _drawn_in_bulk(key, a, b, (kind, shape, dtype), n):   # (a cut one is none)
         m = 1 << max(16, (n - 1).bit_length())
         return jax.device_put(np.asarray(_sample(key, a, b, kind=kind, shape=(m,), dtype=dtype))[:n].reshape(shape))
     return _sample(key, a, b, kind=kind, shape=shape, dtype=dtype)

@@ -414,6 +414,14 @@ entry("fill_like", lambda x: dj.ops.creation.fill_like(x, 1), normal(2, 3), orde
 entry("full", lambda x: x * dj.ops.registry.apply(dj.ops.creation._full, shape=(2, 3), value=2.0,
                                                  dtype=dj._dtype.to_np(x.dtype)),
       normal(2, 3), order=0)
+entry("arange", lambda x: x * dj.ops.registry.apply(dj.ops.creation._arange, start=0.5, step=-0.25, n=3,
+                                                   dtype=dj._dtype.to_np(x.dtype)),
+      normal(2, 3), order=0)
+entry("eye", lambda x: x * dj.ops.registry.apply(dj.ops.creation._eye, n=2, m=3, dtype=dj._dtype.to_np(x.dtype)),
+      normal(2, 3), order=0)
+entry("linspace", lambda x: x * dj.ops.registry.apply(dj.ops.creation._linspace, start=-1.0, end=2.0, steps=3,
+                                                     dtype=dj._dtype.to_np(x.dtype), base=2.0),
+      normal(2, 3), order=0)
 
 
 # ---------------------------------------------------------------- fused recurrences (one scan per layer)

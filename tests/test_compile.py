@@ -457,6 +457,61 @@ def test_a_state_made_on_the_inputs_device_is_recorded_so_the_step_speculates():
     assert [shape for shape, _ in key[0]].count((4, 8)) == 0 and len(key[0]) == 2 + 7 * 4
 
 
+_MADE = {   # tensors made from Python values in a step, the PyTorch way, and how torch makes them
+    "zeros": "zeros(3, 4, device=d)",
+    "ones_dtype": "ones(2, 3, dtype=lib.float64, device=d)",
+    "full": "full((2, 3), 0.5, device=d)",
+    "arange_int": "arange(7, device=d)",
+    "arange_float": "arange(0.5, -1.0, -0.3, device=d)",
+    "arange_dtype": "arange(1, 10, 2, dtype=lib.float32)",
+    "eye": "eye(3, 5, device=d)",
+    "linspace": "linspace(-1, 2, 7, device=d)",
+    "logspace": "logspace(-1, 2, 5, base=2.0, device=d)",
+    "causal_mask": "triu(ones(4, 4, device=d), diagonal=1).bool()",
+}
+
+
+@pytest.mark.parametrize("name", list(_MADE))
+def test_tensors_made_from_python_values_in_a_step_are_recorded_and_equal_eagers(name):
+    """zeros/ones/full/arange/eye/linspace/logspace made in a step (``device=x.device`` or none) are ops of the
+    executable: their values are eager's and PyTorch's, and no made array is an input of the executable (one
+    would be a new array every call, which no speculative run finds again)."""
+    torch = pytest.importorskip("torch")
+
+    def make(lib, d):
+        return eval(_MADE[name], {"lib": lib, "d": d, **{k: getattr(lib, k) for k in
+                                  ("zeros", "ones", "full", "arange", "eye", "linspace", "logspace", "triu")}})
+
+    def step(x):
+        return x.sum() + 0, make(dj, x.device).clone()   # (read by an op: an input if made eagerly)
+    x = dj.ones(2)
+    want = make(torch, "cpu").numpy()
+    eager = step(x)[1].numpy()
+    comp = dj.compile(step, speculate=True)
+    got = [comp(x)[1].numpy() for _ in range(4)]
+    for g in [eager] + got:
+        assert g.dtype == want.dtype and g.shape == want.shape
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6)
+    key, = comp._cache
+    assert len(key[0]) == 1 and comp.stats.speculated == 2   # the executable reads x alone
+
+
+def test_random_tensors_made_on_the_default_device_in_a_step_follow_the_eager_stream():
+    def step(x):
+        return (x + dj.randn(2, 3, device=x.device), dj.rand(3, device="cpu" if x.device.type == "cpu" else x.device),
+                x[dj.randperm(2, device=x.device)] * 1)
+    x = dj.tensor(np.arange(6.0).reshape(2, 3))
+    dj.manual_seed(5)
+    eager = [[t.numpy() for t in step(x)] for _ in range(3)]
+    comp = dj.compile(step)
+    dj.manual_seed(5)
+    got = [[t.numpy() for t in comp(x)] for _ in range(3)]
+    for e, g in zip(eager, got):
+        for a, b in zip(e, g):
+            np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert not np.allclose(got[0][0], got[1][0]) and comp.stats.compiles == 1
+
+
 def test_a_tensor_made_on_a_missing_device_in_a_compiled_step_raises_eagers_error():
     from helpers import unavailable_device
     dev = unavailable_device()

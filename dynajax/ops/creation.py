@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _dtype, random
 from .._device import host_made, is_default, put
+from .._capture import Sym
 from .._tensor import Tensor, _make, method
 from . import registry
 from .registry import apply, op
@@ -33,7 +34,14 @@ def _size(size) -> tuple:
 
 
 def _finish(value, device, requires_grad) -> Tensor:
-    value = put(value, device)
+    if type(value) is Sym:   # drawn while dynajax.compile records: made inside the executable, on its device
+        if device is not None and not is_default(device):
+            put(0, device)   # (a missing device: eager's error)
+            raise RuntimeError(f"dynajax.compile: a random tensor made on device {device} inside a compiled step, "
+                               "which makes its random numbers on the device it runs on; make it on the "
+                               "default device, or outside the step and pass it in")
+    else:
+        value = put(value, device)
     t = _make(value)
     if requires_grad:
         t.requires_grad_(True)
@@ -129,15 +137,27 @@ def _full(*, shape, value, dtype):
     return jnp.full(shape, value, dtype)
 
 
+def _recorded_here(device, requires_grad: bool) -> bool:
+    """Whether a tensor made from Python values alone (a fill, a range, an identity) is a recorded op: under
+    ``dynajax.compile``, with no ``device`` or the default one, where the executable runs. It is then made
+    inside the executable instead of eagerly and passed in as a new input array each call, which costs an
+    eager op there (``zeros(b, h, device=x.device)``, an RNN's first state: 110 us a call, 4 us recorded)
+    and keeps every speculative run (``_speculate``) from finding the call's inputs again."""
+    return registry.record_creation and not requires_grad and (device is None or is_default(device))
+
+
 def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Tensor:
-    """A new tensor of ``shape`` filled with ``value``. Under ``dynajax.compile`` it is the recorded op
-    ``full``, made inside the executable, instead of an eager array passed in as an input each call
-    (an eager op there also waits for the previous call's executable to finish): with no ``device`` or
-    the default one, where the executable runs (``zeros(b, h, device=x.device)``, an RNN's first state,
-    measured 110 us a call made eagerly there, 4 us recorded)."""
-    if registry.record_creation and not requires_grad and (device is None or is_default(device)):
+    """A new tensor of ``shape`` filled with ``value``: the op ``full`` where :func:`_recorded_here`."""
+    if _recorded_here(device, requires_grad):
         return apply(_full, shape=shape, value=value, dtype=d)
     return _finish(_full_array(shape, value, d), device, requires_grad)
+
+
+def _made(op_: registry.Op, device, requires_grad: bool, **params) -> Tensor:
+    """``op_(**params)`` (an op of Python values only): recorded where :func:`_recorded_here`, else run."""
+    if _recorded_here(device, requires_grad):
+        return apply(op_, **params)
+    return _finish(op_.impl(**params), device, requires_grad)
 
 
 def _full_array(shape: tuple, value, d: np.dtype, once: bool = False):
@@ -182,8 +202,13 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, out=None,
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@op("eye")
+def _eye(*, n, m, dtype):
+    return jnp.eye(n, m, dtype=dtype)
+
+
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(jnp.eye(n, n if m is None else m, dtype=_np_or_default(dtype)), device, requires_grad)
+    return _made(_eye, device, requires_grad, n=int(n), m=int(n if m is None else m), dtype=_np_or_default(dtype))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -196,21 +221,42 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     if (vals[1] - vals[0]) / vals[2] < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     d = _infer_np(vals) if dtype is None else _dtype.to_np(dtype)
-    n = int(np.ceil((vals[1] - vals[0]) / vals[2]))
-    value = (vals[0] + vals[2] * np.arange(builtins.max(n, 0), dtype=np.float64 if d.kind in "fc" or
-                                            _dtype.is_float(d) else np.int64))
-    return _finish(jax.device_put(value.astype(d)), device, requires_grad)
+    n = builtins.max(int(np.ceil((vals[1] - vals[0]) / vals[2])), 0)
+    if n <= ARANGE_RECORDED:
+        return _made(_arange, device, requires_grad, start=vals[0], step=vals[2], n=n, dtype=d)
+    return _finish(jax.device_put(_arange_values(vals[0], vals[2], n, d)), device, requires_grad)
+
+
+ARANGE_RECORDED = 1 << 16   # longer ranges are made eagerly (a recorded one is a constant in the executable)
+
+
+def _arange_values(start, step, n: int, d: np.dtype) -> np.ndarray:
+    """``start + step * i`` for i < n, computed in float64 (int64 for integer dtypes) and cast to ``d``."""
+    wide = np.float64 if d.kind in "fc" or _dtype.is_float(d) else np.int64
+    return (start + step * np.arange(n, dtype=wide)).astype(d)
+
+
+@op("arange")
+def _arange(*, start, step, n, dtype):
+    return jnp.asarray(_arange_values(start, step, n, dtype))   # (numpy's numbers: a constant when compiled)
+
+
+@op("linspace")
+def _linspace(*, start, end, steps, dtype, base=None):
+    if base is None:
+        return jnp.linspace(start, end, steps, dtype=dtype)
+    return jnp.logspace(start, end, steps, base=base, dtype=dtype)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(jnp.linspace(float(start), float(end), int(steps), dtype=_np_or_default(dtype)),
-                   device, requires_grad)
+    return _made(_linspace, device, requires_grad, start=float(start), end=float(end), steps=int(steps),
+                 dtype=_np_or_default(dtype))
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
-    return _finish(jnp.logspace(float(start), float(end), int(steps), base=base, dtype=_np_or_default(dtype)),
-                   device, requires_grad)
+    return _made(_linspace, device, requires_grad, start=float(start), end=float(end), steps=int(steps),
+                 dtype=_np_or_default(dtype), base=float(base))
 
 
 # ---------------------------------------------------------------- random
@@ -245,9 +291,8 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    import jax
     d = np.dtype(np.int64) if dtype is None else _dtype.to_np(dtype)
-    return _finish(jax.random.permutation(random.next_key(generator), n).astype(d), device, requires_grad)
+    return _finish(random.sample("permutation", (int(n),), d, generator=generator), device, requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None) -> Tensor:
