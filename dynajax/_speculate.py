@@ -198,8 +198,9 @@ def sources(cap, args, kwargs, constants: bool = False):
     """How the next call finds each input of this one: ("a", i) the i-th tensor among the call's
     arguments, ("t", ref) a tensor, ("g", ref) a generator's key (weak references), ("f", fn) the array
     ``fn()`` makes for the call (a tensor the step made from a ``_remake`` recipe: a bucketed call's
-    sequence mask); None if some input has no such source (a raw array, an array the step made: zeros
-    for an initial state), or with ``constants`` ("c", array) for those: the same array again. An input
+    sequence mask, small data the step made a tensor of); None if some input has no such source (a raw
+    array, an array the step made otherwise), or with ``constants`` ("c", array) for those, and for those
+    with a recipe: the same array again. An input
     first read through another tensor the step made (an in-place op's temporary alias) is found through
     a tensor that existed before the step and held that array."""
     pos = {id(t): i for i, t in enumerate(tensor_leaves(args, kwargs))}
@@ -207,16 +208,16 @@ def sources(cap, args, kwargs, constants: bool = False):
     owners = None
     for k, obj in enumerate(cap.in_src):
         if id(obj) in cap.born_ids:
-            remake = getattr(obj, "_remake", None)
-            if remake is not None:
-                src.append(("f", remake))
-                continue
-            if owners is None:
+            if owners is None:   # id(array) -> a tensor from before the step, or one made with a recipe, holding it
                 owners = {}
                 for t, arr, _, _ in cap.adopted:
-                    if id(t) not in cap.born_ids:
+                    if id(t) not in cap.born_ids or (not constants and getattr(t, "_remake", None) is not None):
                         owners.setdefault(id(arr), t)
-            obj = owners.get(id(cap.inputs[k]))
+            if constants or getattr(obj, "_remake", None) is None:
+                obj = owners.get(id(cap.inputs[k]))
+            if obj is not None and id(obj) in cap.born_ids:
+                src.append(("f", obj._remake))
+                continue
         if obj is None:
             if not constants:
                 return None

@@ -512,6 +512,38 @@ def test_random_tensors_made_on_the_default_device_in_a_step_follow_the_eager_st
     assert not np.allclose(got[0][0], got[1][0]) and comp.stats.compiles == 1
 
 
+def test_small_data_made_into_tensors_in_a_step_is_found_again_by_speculative_runs():
+    """``tensor(python data)`` in a step: the same data gives the same array every call (so a speculative run
+    finds it), other data a miss, and an accumulator made that way and updated in place is never donated
+    away (its array is shared by every call that makes it)."""
+    lin = nn.Linear(3, 2)
+    opt = optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x, w):
+        opt.zero_grad()
+        total = dj.tensor(0.0)
+        for i, c in enumerate(w):
+            total += dj.tensor([c, 2 * c]).dot(lin(x[i]))   # (in place: the made tensor's array is an input)
+        total.backward()
+        opt.step()
+        return total, dj.tensor(w) * 1
+    x = dj.tensor(RNG.standard_normal((2, 3)).astype(np.float32))
+    weights = [(0.5, -1.0)] * 4 + [(0.25, 1.0)] * 3
+    state = copy.deepcopy(lin.state_dict())
+    eager = [[t.detach().numpy() for t in step(x, w)] for w in weights]
+    lin.load_state_dict(state)
+    opt = optim.SGD(lin.parameters(), lr=0.1)
+    comp = dj.compile(step, speculate=True)
+    got = [[t.detach().numpy() for t in comp(x, w)] for w in weights]
+    for e, g in zip(eager, got):
+        for a, b in zip(e, g):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    # calls 3, 4, 6 and 7 found the arrays of the call before's data again; call 5 (new data) missed
+    st = comp.stats
+    assert (st.speculated, st.speculation_misses, st.compiles) == (4, 1, 1), st
+    assert float(dj.tensor(0.0)) == 0.0   # the kept zero was not donated
+
+
 def test_a_tensor_made_on_a_missing_device_in_a_compiled_step_raises_eagers_error():
     from helpers import unavailable_device
     dev = unavailable_device()

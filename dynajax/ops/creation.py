@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import builtins
+import collections
+import functools
 import math
 import numbers
 
@@ -11,7 +13,7 @@ import numpy as np
 
 from .. import _dtype, random
 from .._device import host_made, is_default, put
-from .._capture import Sym
+from .._capture import Sym, current
 from .._tensor import Tensor, _make, method
 from . import registry
 from .registry import apply, op
@@ -110,9 +112,28 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     elif hasattr(data, "__jax_array__") or type(data).__module__.startswith("jax"):
         value = jnp.asarray(data, np_dtype)
     else:
+        host = np.asarray(_to_numpy(data), dtype=np_dtype)
+        if host.size <= DATA_KEPT and _recorded_here(device, False) and current() is not None:   # (not verify's)
+            t = _finish(_kept_array(host), None, requires_grad)
+            t._remake = functools.partial(_kept_array, host)   # where a speculative run finds it next call
+            return t
         # device_put, not jnp.asarray: that compiles a small kernel for every new shape
-        value = jax.device_put(np.asarray(_to_numpy(data), dtype=np_dtype))
+        value = jax.device_put(host)
     return _finish(value, device, requires_grad)
+
+
+DATA_KEPT = 1 << 12   # elements of the largest data a step's tensor() keeps an array of (``_kept_array``)
+_KEPT: collections.OrderedDict = collections.OrderedDict()   # (dtype, shape, bytes) -> array
+
+
+def _kept_array(host: np.ndarray):
+    """The array of small data ``host`` a step makes a tensor of (``tensor(0.0)``, ``tensor([w1, w2])``) while
+    ``dynajax.compile`` records: the same array for the same data on every call, so a speculative run
+    finds this call's input again (``_speculate``: by identity, through the tensor's ``_remake``) and no
+    copy is made per call. It is never donated: the cache holds it (``compile._unshare``)."""
+    from ..compile import lru_get   # (compile imports this module)
+    key = (host.dtype.str, host.shape, host.tobytes())
+    return lru_get(_KEPT, key, 256, lambda: jax.device_put(host))
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
