@@ -69,6 +69,7 @@ import functools
 from typing import Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding as NamedSharding
 from jax.sharding import PartitionSpec as PartitionSpec
@@ -185,10 +186,26 @@ def process_count() -> int:
 def _put(arr, sharding):
     """``arr`` laid out as ``sharding`` as a new buffer (never an alias: the result may be donated).
 
-    A sharding spanning other processes' devices takes the host value (every process holds the same)."""
+    A sharding spanning other processes' devices takes the host value (every process holds the same).
+    ``may_alias=False`` is not enough: jax 0.10's device_put of a one-device array onto a replicated
+    sharding reuses the array's buffer as the shard on its device (so a step donating the result deleted
+    the source under whoever else held it, and two inputs put from one array were one buffer donated
+    twice); such a result is made again from a copy."""
     if not sharding.is_fully_addressable and isinstance(arr, jax.Array) and arr.is_fully_addressable:
         arr = np.asarray(arr)
-    return jax.device_put(arr, sharding, may_alias=False)
+    out = jax.device_put(arr, sharding, may_alias=False)
+    if isinstance(arr, jax.Array) and _shares_a_buffer(out, arr):
+        out = jax.device_put(jnp.copy(arr), sharding, may_alias=False)
+    return out
+
+
+def _shares_a_buffer(a: jax.Array, b: jax.Array) -> bool:
+    """Whether arrays ``a`` and ``b`` have a shard in the same device buffer (True where a backend cannot say)."""
+    try:
+        mine = {s.data.unsafe_buffer_pointer() for s in a.addressable_shards}
+        return any(s.data.unsafe_buffer_pointer() in mine for s in b.addressable_shards)
+    except Exception:   # (a backend without buffer pointers: assume the worst, a copy is only slower)
+        return True
 
 
 @op("shard")

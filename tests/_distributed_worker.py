@@ -107,7 +107,30 @@ def mesh_case() -> dict:
             out["odd_batch"] = odd_batch(dp)
             out["model_parallel"] = model_parallel_case(one)
     out["shard"] = shard_case(mesh)
+    out["held"] = held_case(mesh)
     return out
+
+
+def held_case(mesh) -> dict:
+    """Arrays the user still holds when a step first lays the state out on the mesh (the parameters' arrays,
+    through a deepcopy of the model) keep their values: the replicated copies the step donates are new
+    buffers."""
+    model, opt = setup("mlp")
+    import copy
+    twin = copy.deepcopy(model)   # its parameters hold the same arrays (arrays are immutable: shared)
+    held = [p.detach() for p in twin.parameters()]
+    assert all(h._value is p._value for h, p in zip(held, model.parameters()))
+    before = [h.numpy().copy() for h in held]
+    step = dj.compile(train_step(model, opt, F.cross_entropy), mesh=mesh)
+    x, y = data("mlp", 2)
+    for i in range(2):
+        step(dj.tensor(x[i]), dj.tensor(y[i])).item()
+    try:
+        intact = all(np.array_equal(h.numpy(), b) for h, b in zip(held, before))
+    except Exception as exc:   # (a donated buffer: deleted under its holder)
+        intact = f"{type(exc).__name__}: {exc}"
+    moved = not np.array_equal(next(model.parameters()).detach().numpy(), before[0])
+    return dict(intact=intact, moved=moved)
 
 
 def odd_batch(run: dict) -> dict:

@@ -127,6 +127,11 @@ def test_user_placement_on_2d_mesh(mesh8):
     assert r["other_spec"] == "P()"                     # ... and replicated the rest
 
 
+def test_arrays_the_user_holds_survive_the_first_layout_on_the_mesh(mesh8):
+    r = mesh8["held"]
+    assert r["intact"] is True and r["moved"] is True, r
+
+
 def test_eager_ops_on_sharded_tensors(mesh8):
     r = mesh8["shard"]
     assert r["x_spec"] == "P('data',)" and r["y_spec"] == "P('data',)" and r["y_devices"] == 8
