@@ -259,7 +259,8 @@ def _arange_values(start, step, n: int, d: np.dtype) -> np.ndarray:
 
 @op("arange")
 def _arange(*, start, step, n, dtype):
-    return jnp.asarray(_arange_values(start, step, n, dtype))   # (numpy's numbers: a constant when compiled)
+    # numpy's numbers (a constant when compiled); device_put, as jnp.asarray compiles a kernel per shape
+    return jax.device_put(_arange_values(start, step, n, dtype))
 
 
 @op("linspace")
