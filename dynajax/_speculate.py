@@ -197,18 +197,18 @@ class Speculator:
 def sources(cap, args, kwargs, constants: bool = False):
     """How the next call finds each input of this one: ("a", i) the i-th tensor among the call's
     arguments, ("t", ref) a tensor, ("g", ref) a generator's key (weak references), ("f", fn) the array
-    ``fn()`` makes for the call (a tensor the step made from a ``_remake`` recipe: a bucketed call's
-    sequence mask, small data the step made a tensor of); None if some input has no such source (a raw
-    array, an array the step made otherwise), or with ``constants`` ("c", array) for those, and for those
-    with a recipe: the same array again. An input
-    first read through another tensor the step made (an in-place op's temporary alias) is found through
-    a tensor that existed before the step and held that array."""
+    ``fn()`` makes for the call (a tensor the step made with a ``_remake`` recipe: a bucketed call's
+    sequence mask, small data the step made a tensor of). None if some input has no such source (a raw
+    array, an array the step made otherwise); with ``constants``, ("c", array) for those and for the
+    recipes' arrays: the same array again. An input first read through another tensor the step made (an
+    in-place op's temporary alias) is found through a tensor that existed before the step, or one made
+    with a recipe, that held that array."""
     pos = {id(t): i for i, t in enumerate(tensor_leaves(args, kwargs))}
     src = []
     owners = None
     for k, obj in enumerate(cap.in_src):
         if id(obj) in cap.born_ids:
-            if owners is None:   # id(array) -> a tensor from before the step, or one made with a recipe, holding it
+            if owners is None:   # id(array) -> a tensor from before the step (or made with a recipe) holding it
                 owners = {}
                 for t, arr, _, _ in cap.adopted:
                     if id(t) not in cap.born_ids or (not constants and getattr(t, "_remake", None) is not None):
