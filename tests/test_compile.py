@@ -546,6 +546,39 @@ def test_small_data_made_into_tensors_in_a_step_is_found_again_by_speculative_ru
     assert not kept.is_deleted() and float(kept) == 0.0
 
 
+def test_zeroed_grads_and_copies_of_recorded_tensors_are_recorded_too():
+    """``zero_grad(set_to_none=False)`` (``grad.zero_()``, an in-place fill) and ``tensor(t)`` of a tensor the step
+    computed are ops of the graph: no fill array made eagerly per call (a new input each time, which no
+    speculative run finds), no graph break to read ``t``; values as eager's."""
+    def run(compiled):
+        dj.manual_seed(0)
+        model = _mlp()
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=False)
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+            loss.backward()
+            opt.step()
+            return loss, dj.tensor(logits.detach(), dtype=dj.float64).softmax(-1)
+        if compiled:
+            step = dj.compile(step, speculate=True)
+        x, y = dj.tensor(X), dj.tensor(Y)
+        out = [[t.detach().numpy() for t in step(x, y)] for _ in range(6)]
+        return out, [p.detach().numpy() for p in model.parameters()], step
+    eager, comp = run(False), run(True)
+    for e, g in zip(eager[0], comp[0]):
+        for a, b in zip(e, g):
+            assert a.dtype == b.dtype
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    for a, b in zip(eager[1], comp[1]):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    st = comp[2].stats
+    # the first call zeroes no grad (none yet), the second zeroes the first's: the graph settles at the third
+    assert st.graph_breaks == 0 and st.compiles == 2 and st.speculated == 3 and st.speculation_misses == 0, st
+
+
 def test_a_tensor_made_on_a_missing_device_in_a_compiled_step_raises_eagers_error():
     from helpers import unavailable_device
     dev = unavailable_device()

@@ -284,6 +284,14 @@ def test_activation_double_backward():
         compare(f, g, randn(3, 4).astype(np.float64), double=True)
 
 
+def test_tensor_softmax_methods_match_torch():
+    x = randn(3, 4)
+    for f, g in [(lambda x: x.softmax(-1), lambda x: x.softmax(-1)),
+                 (lambda x: x.log_softmax(0), lambda x: x.log_softmax(0)),
+                 (lambda x: x.softmax(1, dtype=dj.float64), lambda x: x.softmax(1, dtype=torch.float64))]:
+        compare(f, g, x)
+
+
 def test_fused_ops_gradcheck_second_order():
     x, w = RNG.standard_normal((2, 2, 5, 5)), RNG.standard_normal((3, 2, 3, 3))
     gradcheck(lambda x, w: F.conv2d(x, w, stride=2, padding=1), x, w, order=2)

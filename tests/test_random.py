@@ -78,3 +78,18 @@ def test_per_element_probabilities():
     ref = np.asarray(jax.random.bernoulli(key, p, (5, 4, 6)).astype(np.float32))
     np.testing.assert_array_equal(got, ref)
     assert 0 < got.mean() < 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bool", "int32"])
+def test_randint_of_a_non_integer_dtype_draws_integers_in_it(dtype):
+    """As torch.randint(..., dtype=torch.float32) and torch.randint_like(a float tensor): integer values in
+    [low, high), held in the requested dtype."""
+    torch = pytest.importorskip("torch")
+    dj.manual_seed(0)
+    high = 2 if dtype == "bool" else 5
+    a = dj.randint(0, high, (400,), dtype=getattr(dj, dtype)).numpy()
+    b = dj.randint_like(dj.zeros(400, dtype=getattr(dj, dtype)), high).numpy()
+    want = torch.randint(0, high, (400,), dtype=getattr(torch, dtype)).numpy().dtype
+    for v in (a, b):
+        assert v.dtype == want
+        assert set(np.unique(v.astype(np.int64))) == set(range(high))   # every value drawn, none outside

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _dtype, random
 from .._capture import is_recorded, value_aval
-from .._tensor import Tensor, _make, _wrap_dim
+from .._tensor import Tensor, _make, _wrap_dim, method
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
 from ..ops.index import _raise, check_bounds
@@ -563,6 +563,18 @@ def log_softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
         input = input.to(dtype)
     dim = _softmax_dim(input.dim()) if dim is None else dim
     return _ops.softmax_op(input, _wrap(dim, input.dim()), log=True)
+
+
+@method("softmax")
+def _softmax_method(self: Tensor, dim, dtype=None) -> Tensor:
+    """``Tensor.softmax(dim)``: :func:`softmax` along ``dim``."""
+    return softmax(self, dim, dtype=dtype)
+
+
+@method("log_softmax")
+def _log_softmax_method(self: Tensor, dim, dtype=None) -> Tensor:
+    """``Tensor.log_softmax(dim)``: :func:`log_softmax` along ``dim``."""
+    return log_softmax(self, dim, dtype=dtype)
 
 
 def softmin(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:

@@ -108,6 +108,12 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     else:
         np_dtype = _infer_np(data)
     if isinstance(data, Tensor):
+        if data._base is not None:
+            data._sync()
+        if type(data._value) is Sym:   # a value dynajax.compile records: a recorded copy (no graph break)
+            t = data.detach().clone()
+            t = t if t._value.dtype == np_dtype else t.to(_dtype.from_np(np_dtype))
+            return _finish(t._value, device, requires_grad)
         value = jnp.asarray(data.detach()._value, np_dtype)
     elif hasattr(data, "__jax_array__") or type(data).__module__.startswith("jax"):
         value = jnp.asarray(data, np_dtype)
@@ -309,7 +315,11 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     d = np.dtype(np.int64) if dtype is None else _dtype.to_np(dtype)
-    return _finish(random.sample("randint", _size((tuple(size),)), d, low, high, generator), device, requires_grad)
+    drawn = d if d.kind in "iu" else np.dtype(np.int64)   # (a float or bool dtype: integers, converted)
+    t = _finish(random.sample("randint", _size((tuple(size),)), drawn, low, high, generator), device, False)
+    if drawn != d:
+        t = t.to(_dtype.from_np(d))
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -442,7 +452,7 @@ def fill_(self: Tensor, value) -> Tensor:
                                f"{value._value.ndim} dimensions.")
         from .shape import expand
         return write(self, expand(value.to(self.dtype), self._value.shape))
-    return write(self, _make(_full_array(tuple(self._value.shape), value, self._value.dtype)))
+    return write(self, _filled(tuple(self._value.shape), value, self._value.dtype, None, False))   # (recorded)
 
 
 @method()
