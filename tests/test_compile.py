@@ -457,7 +457,7 @@ def test_a_state_made_on_the_inputs_device_is_recorded_so_the_step_speculates():
     assert [shape for shape, _ in key[0]].count((4, 8)) == 0 and len(key[0]) == 2 + 7 * 4
 
 
-_MADE = {   # tensors made from Python values in a step, the PyTorch way, and how torch makes them
+_MADE = {   # tensors made from Python values in a step, the PyTorch way (evaluated with dynajax's and torch's)
     "zeros": "zeros(3, 4, device=d)",
     "ones_dtype": "ones(2, 3, dtype=lib.float64, device=d)",
     "full": "full((2, 3), 0.5, device=d)",

@@ -36,12 +36,12 @@ def _size(size) -> tuple:
 
 
 def _finish(value, device, requires_grad) -> Tensor:
-    if type(value) is Sym:   # drawn while dynajax.compile records: made inside the executable, on its device
+    if type(value) is Sym:   # recorded by dynajax.compile (a draw, a copy): made inside the executable, on its device
         if device is not None and not is_default(device):
             put(0, device)   # (a missing device: eager's error)
-            raise RuntimeError(f"dynajax.compile: a random tensor made on device {device} inside a compiled step, "
-                               "which makes its random numbers on the device it runs on; make it on the "
-                               "default device, or outside the step and pass it in")
+            raise RuntimeError(f"dynajax.compile: a tensor made on device {device} inside a compiled step from a "
+                               "value the step computes or draws, which exists only on the device the step runs "
+                               "on; make it on the default device, or outside the step and pass it in")
     else:
         value = put(value, device)
     t = _make(value)
