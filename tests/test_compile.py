@@ -579,6 +579,49 @@ def test_zeroed_grads_and_copies_of_recorded_tensors_are_recorded_too():
     assert st.graph_breaks == 0 and st.compiles == 2 and st.speculated == 3 and st.speculation_misses == 0, st
 
 
+_IDIOMS = {   # PyTorch idioms inside a training step: h = the layer's output (4, 8), y = labels (4,)
+    "new_empty_fill_": lambda h, y: h + h.new_empty(4, 8).fill_(1.0),
+    "empty_like_uniform_": lambda h, y: h * dj.empty_like(h).uniform_(0, 1),
+    "shape_as_tensor": lambda h, y: h * dj.tensor(h.shape).float().sum(),
+    "bernoulli": lambda h, y: h * dj.bernoulli(dj.full_like(h, 0.3)),
+    "randint_like_float": lambda h, y: h * dj.randint_like(h, 0, 3),
+    "masked_fill_softmax": lambda h, y: h.masked_fill(h < -0.5, float("-inf")).softmax(-1),
+}
+
+
+@pytest.mark.parametrize("name", list(_IDIOMS))
+def test_pytorch_idioms_in_a_step_match_eager_and_speculate(name):
+    """Each idiom, inside a compiled step (clip_grad_norm_, then an EMA of the parameters under no_grad, as
+    training loops do), gives eager's losses and parameters, and the step speculates from its third call:
+    nothing in it is made eagerly as a new input per call."""
+    make = _IDIOMS[name]
+
+    def run(compiled):
+        dj.manual_seed(0)
+        lin = nn.Linear(6, 8)
+        ema = copy.deepcopy(lin)
+        opt = optim.SGD(lin.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = make(lin(x[:4]), y[:4]).sum()
+            loss.backward()
+            nn.utils.clip_grad_norm_(lin.parameters(), 1.0)
+            opt.step()
+            with dj.no_grad():
+                for e, p in zip(ema.parameters(), lin.parameters()):
+                    e.mul_(0.9).add_(p.detach(), alpha=0.1)
+            return loss
+        step = dj.compile(step, speculate=True) if compiled else step
+        dj.manual_seed(1)
+        losses = [step(dj.tensor(X), dj.tensor(Y)).item() for _ in range(3)]
+        return losses, [p.detach().numpy() for p in list(lin.parameters()) + list(ema.parameters())], step
+    eager, comp = run(False), run(True)
+    _assert_same(eager, comp, rtol=1e-5, atol=1e-5)
+    st = comp[2].stats
+    assert st.compiles == 1 and st.graph_breaks == 0 and st.speculated == 1, st
+
+
 def test_a_tensor_made_on_a_missing_device_in_a_compiled_step_raises_eagers_error():
     from helpers import unavailable_device
     dev = unavailable_device()
