@@ -396,6 +396,22 @@ def test_cnn_with_batchnorm_and_dropout_20_steps_match_eager(kw):
     assert eager[0][-1] < eager[0][0]
 
 
+def _lm_batches(seed: int, n: int, length: int) -> list:
+    """``n`` (tokens, next tokens) batches of 4 sequences over 11 symbols, learnable: each token is the one
+    before + 3 (mod 11)."""
+    rng = np.random.default_rng(seed)
+    seqs = [(rng.integers(0, 11, (4, 1)) + 3 * np.arange(length)) % 11 for _ in range(n)]
+    return [(s[:, :-1], s[:, 1:]) for s in seqs]
+
+
+def _lm_loss(logits, y):
+    return F.cross_entropy(logits.reshape(-1, 11), y.reshape(-1))
+
+
+def _lm_adam(ps):
+    return optim.Adam(ps, lr=0.02)
+
+
 @pytest.mark.parametrize("kw", [{}, {"speculate": True}, {"replay": True}], ids=["default", "speculate", "replay"])
 def test_lstm_language_model_20_steps_match_eager(kw):
     class LM(nn.Module):
@@ -405,15 +421,9 @@ def test_lstm_language_model_20_steps_match_eager(kw):
 
         def forward(self, tokens):
             return self.out(self.lstm(self.emb(tokens))[0])
-    rng = np.random.default_rng(8)
-    seqs = [(rng.integers(0, 11, (4, 1)) + 3 * np.arange(7)) % 11 for _ in range(20)]   # learnable: +3 mod 11
-    batches = [(s[:, :-1], s[:, 1:]) for s in seqs]
-    def loss_fn(logits, y):
-        return F.cross_entropy(logits.reshape(-1, 11), y.reshape(-1))
-    def make_opt(ps):
-        return optim.Adam(ps, lr=0.02)
-    eager = _train_steps(LM, make_opt, batches, loss_fn, False)
-    comp = _train_steps(LM, make_opt, batches, loss_fn, True, **kw)
+    batches = _lm_batches(8, 20, 7)
+    eager = _train_steps(LM, _lm_adam, batches, _lm_loss, False)
+    comp = _train_steps(LM, _lm_adam, batches, _lm_loss, True, **kw)
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
     assert comp[2].stats.compiles == 1 and comp[2].stats.cache_hits == 19
     assert comp[2].stats.speculated == (18 if "speculate" in kw else 0)
@@ -440,15 +450,9 @@ class _CellLM(nn.Module):
 def test_a_state_made_on_the_inputs_device_is_recorded_so_the_step_speculates():
     """``zeros(..., device=x.device)`` in a step is recorded like ``zeros(...)`` (made inside the executable),
     not made eagerly and passed in as a new array every call, which no speculative run could find again."""
-    rng = np.random.default_rng(9)
-    seqs = [(rng.integers(0, 11, (4, 1)) + 3 * np.arange(6)) % 11 for _ in range(8)]
-    batches = [(s[:, :-1], s[:, 1:]) for s in seqs]
-    def loss_fn(logits, y):
-        return F.cross_entropy(logits.reshape(-1, 11), y.reshape(-1))
-    def make_opt(ps):
-        return optim.Adam(ps, lr=0.02)
-    eager = _train_steps(_CellLM, make_opt, batches, loss_fn, False)
-    comp = _train_steps(_CellLM, make_opt, batches, loss_fn, True, speculate=True)
+    batches = _lm_batches(9, 8, 6)
+    eager = _train_steps(_CellLM, _lm_adam, batches, _lm_loss, False)
+    comp = _train_steps(_CellLM, _lm_adam, batches, _lm_loss, True, speculate=True)
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
     st = comp[2].stats
     assert st.compiles == 1 and st.speculated == 6 and st.speculation_misses == 0, st
@@ -457,17 +461,17 @@ def test_a_state_made_on_the_inputs_device_is_recorded_so_the_step_speculates():
     assert [shape for shape, _ in key[0]].count((4, 8)) == 0 and len(key[0]) == 2 + 7 * 4
 
 
-_MADE = {   # tensors made from Python values in a step, the PyTorch way (evaluated with dynajax's and torch's)
-    "zeros": "zeros(3, 4, device=d)",
-    "ones_dtype": "ones(2, 3, dtype=lib.float64, device=d)",
-    "full": "full((2, 3), 0.5, device=d)",
-    "arange_int": "arange(7, device=d)",
-    "arange_float": "arange(0.5, -1.0, -0.3, device=d)",
-    "arange_dtype": "arange(1, 10, 2, dtype=lib.float32)",
-    "eye": "eye(3, 5, device=d)",
-    "linspace": "linspace(-1, 2, 7, device=d)",
-    "logspace": "logspace(-1, 2, 5, base=2.0, device=d)",
-    "causal_mask": "triu(ones(4, 4, device=d), diagonal=1).bool()",
+_MADE = {   # tensors made from Python values in a step, the PyTorch way: lib is dynajax or torch
+    "zeros": lambda lib, d: lib.zeros(3, 4, device=d),
+    "ones_dtype": lambda lib, d: lib.ones(2, 3, dtype=lib.float64, device=d),
+    "full": lambda lib, d: lib.full((2, 3), 0.5, device=d),
+    "arange_int": lambda lib, d: lib.arange(7, device=d),
+    "arange_float": lambda lib, d: lib.arange(0.5, -1.0, -0.3, device=d),
+    "arange_dtype": lambda lib, d: lib.arange(1, 10, 2, dtype=lib.float32),
+    "eye": lambda lib, d: lib.eye(3, 5, device=d),
+    "linspace": lambda lib, d: lib.linspace(-1, 2, 7, device=d),
+    "logspace": lambda lib, d: lib.logspace(-1, 2, 5, base=2.0, device=d),
+    "causal_mask": lambda lib, d: lib.triu(lib.ones(4, 4, device=d), diagonal=1).bool(),
 }
 
 
@@ -477,10 +481,7 @@ def test_tensors_made_from_python_values_in_a_step_are_recorded_and_equal_eagers
     executable: their values are eager's and PyTorch's, and no made array is an input of the executable (one
     would be a new array every call, which no speculative run finds again)."""
     torch = pytest.importorskip("torch")
-
-    def make(lib, d):
-        return eval(_MADE[name], {"lib": lib, "d": d, **{k: getattr(lib, k) for k in
-                                  ("zeros", "ones", "full", "arange", "eye", "linspace", "logspace", "triu")}})
+    make = _MADE[name]
 
     def step(x):
         return x.sum() + 0, make(dj, x.device).clone()   # (read by an op: an input if made eagerly)

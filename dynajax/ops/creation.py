@@ -249,24 +249,21 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     d = _infer_np(vals) if dtype is None else _dtype.to_np(dtype)
     n = builtins.max(int(np.ceil((vals[1] - vals[0]) / vals[2])), 0)
-    if n <= ARANGE_RECORDED:
-        return _made(_arange, device, requires_grad, start=vals[0], step=vals[2], n=n, dtype=d)
-    return _finish(jax.device_put(_arange_values(vals[0], vals[2], n, d)), device, requires_grad)
+    params = dict(start=vals[0], step=vals[2], n=n, dtype=d)
+    if n > ARANGE_RECORDED:
+        return _finish(_arange.impl(**params), device, requires_grad)
+    return _made(_arange, device, requires_grad, **params)
 
 
 ARANGE_RECORDED = 1 << 16   # longer ranges are made eagerly (a recorded one is a constant in the executable)
 
 
-def _arange_values(start, step, n: int, d: np.dtype) -> np.ndarray:
-    """``start + step * i`` for i < n, computed in float64 (int64 for integer dtypes) and cast to ``d``."""
-    wide = np.float64 if d.kind in "fc" or _dtype.is_float(d) else np.int64
-    return (start + step * np.arange(n, dtype=wide)).astype(d)
-
-
 @op("arange")
 def _arange(*, start, step, n, dtype):
-    # numpy's numbers (a constant when compiled); device_put, as jnp.asarray compiles a kernel per shape
-    return jax.device_put(_arange_values(start, step, n, dtype))
+    """``start + step * i`` for i < n, computed by numpy in float64 (int64 for integer dtypes) and cast to
+    ``dtype``: a constant when compiled; put with device_put, as jnp.asarray compiles a kernel per shape."""
+    wide = np.float64 if dtype.kind in "fc" or _dtype.is_float(dtype) else np.int64
+    return jax.device_put((start + step * np.arange(n, dtype=wide)).astype(dtype))
 
 
 @op("linspace")
