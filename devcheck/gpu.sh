@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device run (the session tool `device`, ~11 min of its 15: timeout_s 720): dynajax's compiled steps on a
+# One device run (the session tool `device`, ~9 min of its 15: timeout_s 580; one command may run 600 s at most): dynajax's compiled steps on a
 # GPU against hand-written jax.jit and PyTorch eager on the same GPU (benchmarks/compile_step.py), then the tests
 # at JAX's default matmul precision (TF32 on Hopper; dynajax's own matmuls and convolutions ask for HIGHEST)
 # and the whole suite with JAX_DEFAULT_MATMUL_PRECISION=highest, then the recurrent workloads. Output lands
@@ -11,18 +11,18 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 nproc
 python3 -c "import jax, torch, numpy; print('jax', jax.__version__, jax.devices(), 'torch', torch.__version__, 'numpy', numpy.__version__)"
 echo "=== compile_step on the GPU (replay=True among the contenders; tiny: per-call overhead)"
-JAX_DEFAULT_MATMUL_PRECISION=highest timeout 170 python3 benchmarks/compile_step.py --rounds 3 --only mlp cnn tiny \
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout 150 python3 benchmarks/compile_step.py --rounds 3 --only mlp cnn tiny \
     2>&1 | grep -v Warning | tee "$OUT/bench.txt"
 echo "=== where a speculated MLP call's time goes on the GPU (speculate=True was slower there: cause unknown)"
-JAX_DEFAULT_MATMUL_PRECISION=highest timeout 60 python3 devcheck/speculate_profile.py --calls 100 \
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout 50 python3 devcheck/speculate_profile.py --calls 100 \
     2>&1 | grep -v Warning | tee "$OUT/speculate_profile.txt"
 echo "=== tests/test_compile.py on the GPU, default matmul precision"
-timeout -s INT 70 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n 4 --tb=short tests/test_compile.py 2>&1 | tee "$OUT/tests_default.txt" | tail -30
+timeout -s INT 50 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -n 4 --tb=short tests/test_compile.py 2>&1 | tee "$OUT/tests_default.txt" | tail -30
 echo "=== the whole suite on the GPU, JAX_DEFAULT_MATMUL_PRECISION=highest"
 # -v: each result is written as it comes, so a run stopped at its limit still names what failed
-JAX_DEFAULT_MATMUL_PRECISION=highest timeout -s INT 200 python3 -m pytest -v -p no:cacheprovider -p no:benchmark -n 8 \
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout -s INT 170 python3 -m pytest -v -p no:cacheprovider -p no:benchmark -n 8 \
     --tb=short -rfEs tests > "$OUT/suite.txt" 2>&1
 grep -E "^FAILED|^ERROR|^SKIPPED| passed| failed" "$OUT/suite.txt" | cut -c1-230 | tail -45
 echo "=== compile_step on the GPU, the recurrent workloads"
-JAX_DEFAULT_MATMUL_PRECISION=highest timeout 130 python3 benchmarks/compile_step.py --rounds 2 --steps 5 --only lstm cell \
+JAX_DEFAULT_MATMUL_PRECISION=highest timeout 100 python3 benchmarks/compile_step.py --rounds 2 --steps 5 --only lstm cell \
     2>&1 | grep -v Warning | tee "$OUT/bench2.txt"
