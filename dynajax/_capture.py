@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from . import _tensor, random
+from ._device import default_jax_device
 from ._tensor import Tensor, _make
 from .autograd import grad_mode
 from .ops import registry, views
@@ -181,6 +182,21 @@ class Capture:
         self.prod: dict = {}            # first output var of an eqn -> its position in eqns
         self.breaks = 0
         self._saved = None
+
+    def placement(self):
+        """The single-device sharding the step's executable takes its inputs on: that of its first committed
+        input (so far, while recording), else JAX's default device's."""
+        for a in self.inputs:
+            if getattr(a, "committed", False):
+                sh = a.sharding
+                if isinstance(sh, jax.sharding.SingleDeviceSharding):
+                    return sh
+                break
+        return jax.sharding.SingleDeviceSharding(default_jax_device())
+
+    def device(self):
+        """The jax.Device the step runs on (``placement``): where a value it computes lives."""
+        return next(iter(self.placement().device_set))
 
     # ------------------------------------------------------------ entering / leaving
     def __enter__(self) -> "Capture":

@@ -39,6 +39,7 @@ import weakref
 import jax
 
 from ._capture import is_array
+from ._device import numbers_on
 from ._tensor import Tensor
 from .lower import _tree_flatten
 
@@ -51,7 +52,7 @@ TRIAL = 24               # calls of each kind, alternated, that decide whether s
 
 
 class _Prediction:
-    __slots__ = ("base", "exe", "src", "scalars", "recipes", "donate")
+    __slots__ = ("base", "exe", "src", "scalars", "recipes", "donate", "device")
 
 
 class _KeyState:
@@ -110,7 +111,7 @@ class Speculator:
         if scalars is None:
             return None
         try:
-            outs = p.exe(*split(vals, p.donate), scalars)
+            outs = p.exe(*split(vals, p.donate), numbers_on(scalars, p.device))
         except Exception:   # whatever it was, the recorded call will meet it (or not) and say so
             return None
         return p, vals, scalars, outs
@@ -186,7 +187,7 @@ class Speculator:
             return
         p = _Prediction()
         p.base, p.exe, p.src, p.scalars, p.donate = exe, ks.twin, src, list(cap.scalars), plan.donate
-        p.recipes = cap.scalar_src
+        p.recipes, p.device = cap.scalar_src, plan.device
         self.next = p
 
     def forget(self) -> None:

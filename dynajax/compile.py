@@ -51,8 +51,8 @@ import numpy as np
 
 from . import _bucketing, _compile_cache, _replay, _rolling
 from ._speculate import Speculator
+from ._device import numbers_on
 from ._capture import Capture, Sym, run_graph
-from ._device import default_jax_device
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
 
@@ -86,7 +86,7 @@ class CompileStats:
 class _Plan:
     """What one recording computes and where its results go."""
 
-    __slots__ = ("key", "eqns", "in_vars", "nvars", "outs", "targets", "donate")
+    __slots__ = ("key", "eqns", "in_vars", "nvars", "outs", "targets", "donate", "device")
 
 
 class Compiled:
@@ -197,7 +197,7 @@ class Compiled:
                 exe = self.layout.prepare(exe, plan, cap, args, kwargs, self.donate)
             if plan.donate and self.donate:
                 _unshare(cap, plan.donate)
-            outs = exe(*_split_donated(cap.inputs, plan.donate), cap.scalars)
+            outs = exe(*_split_donated(cap.inputs, plan.donate), numbers_on(cap.scalars, plan.device))
         except BaseException:
             _restore(cap)
             raise
@@ -220,7 +220,7 @@ class Compiled:
         vals, scalars = got
         spec = self._speculator   # a prediction made before this call's writes would only miss, and its
         spec.next = spec.last_out = None   # readiness probe (an output array) would hold a donated array
-        outs = e.exe(*_replay.split(e, vals, jnp.copy), scalars)
+        outs = e.exe(*_replay.split(e, vals, jnp.copy), numbers_on(scalars, e.plan.device))
         _replay.write_back(e, vals, outs)
         st = self.stats
         st.cache_hits += 1
@@ -267,7 +267,7 @@ class Compiled:
         # inputs placed on one device: jit keys its own cache on which arguments are committed, and the
         # step's state turns committed after the first call (its arrays are then outputs), which would
         # compile every executable twice
-        placed = {} if self.layout is not None else {"in_shardings": _placement(cap)}
+        placed = {} if self.layout is not None else {"in_shardings": cap.placement()}
         exe = jax.jit(run, donate_argnums=(0,) if donate else (), **placed)
         lru_put(self._made, exe, (run, placed, None), self.cache_size)
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
@@ -322,6 +322,9 @@ class Compiled:
         plan.outs = tuple(outs)
         plan.targets = list(targets.values())
         plan.donate = donate
+        # where the executable's Python numbers are passed as arrays (``numbers_on``; a mesh's layout passes them
+        # as they are)
+        plan.device = cap.device() if self.layout is None else None
         plan.key = (tuple(cap.in_avals), tuple([type(s) for s in cap.scalars]), tuple(cap.keys), plan.outs, donate)
         return plan
 
@@ -433,18 +436,6 @@ def lru_get(cache, key, size: int, make):
     else:
         cache.move_to_end(key)
     return value
-
-
-def _placement(cap: Capture):
-    """The single device a step's executable takes its inputs on: that of its first committed input,
-    else JAX's default device."""
-    for a in cap.inputs:
-        if getattr(a, "committed", False):
-            sh = a.sharding
-            if isinstance(sh, jax.sharding.SingleDeviceSharding):
-                return sh
-            break
-    return jax.sharding.SingleDeviceSharding(default_jax_device())
 
 
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,

@@ -56,7 +56,9 @@ def _assert_same_state(a, b, opt_a, opt_b):
     for p, q in zip(a.parameters(), b.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=2e-6, atol=2e-7)
         for k in ("exp_avg", "exp_avg_sq"):
-            np.testing.assert_allclose(opt_a.state[p][k].numpy(), opt_b.state[q][k].numpy(), rtol=2e-6, atol=1e-9)
+            # (rtol 1e-5: on a GPU the executable's fused reductions round differently from eager's kernels, and
+            # Adam's second moment compounds it over the steps: 2e-6 relative was seen on an H200)
+            np.testing.assert_allclose(opt_a.state[p][k].numpy(), opt_b.state[q][k].numpy(), rtol=1e-5, atol=1e-9)
 
 
 @pytest.mark.parametrize("norm", [False, True])

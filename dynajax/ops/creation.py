@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype, random
-from .._device import host_made, is_default, put
+from .._device import default_jax_device, host_made, names, put
 from .._capture import Sym, current
 from .._tensor import Tensor, _make, method
 from . import registry
@@ -37,7 +37,7 @@ def _size(size) -> tuple:
 
 def _finish(value, device, requires_grad) -> Tensor:
     if type(value) is Sym:   # recorded by dynajax.compile (a draw, a copy): made inside the executable, on its device
-        if device is not None and not is_default(device):
+        if not _on_step_device(device):
             put(0, device)   # (a missing device: eager's error)
             raise RuntimeError(f"dynajax.compile: a tensor made on device {device} inside a compiled step from a "
                                "value the step computes or draws, which exists only on the device the step runs "
@@ -170,7 +170,17 @@ def _recorded_here(device, requires_grad: bool) -> bool:
     inside the executable instead of eagerly and passed in as a new input array each call, which costs an
     eager op there (``zeros(b, h, device=x.device)``, an RNN's first state: 110 us a call, 4 us recorded)
     and keeps every speculative run (``_speculate``) from finding the call's inputs again."""
-    return registry.record_creation and not requires_grad and (device is None or is_default(device))
+    return registry.record_creation and not requires_grad and _on_step_device(device)
+
+
+def _on_step_device(device) -> bool:
+    """Whether ``device`` (None: unnamed) is where the step being recorded runs (``Capture.device``: on a GPU
+    machine a step whose inputs are on the CPU runs there), so a tensor made on it can be made inside the
+    executable. With no recording in progress on this thread (verify's dual one), JAX's default device."""
+    if device is None:
+        return True
+    cap = current()
+    return names(device, cap.device() if cap is not None else default_jax_device())
 
 
 def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Tensor:
