@@ -56,9 +56,11 @@ def _assert_same_state(a, b, opt_a, opt_b):
     for p, q in zip(a.parameters(), b.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=2e-6, atol=2e-7)
         for k in ("exp_avg", "exp_avg_sq"):
-            # (rtol 1e-5: on a GPU the executable's fused reductions round differently from eager's kernels, and
-            # Adam's second moment compounds it over the steps: 2e-6 relative was seen on an H200)
-            np.testing.assert_allclose(opt_a.state[p][k].numpy(), opt_b.state[q][k].numpy(), rtol=1e-5, atol=1e-9)
+            # on a GPU the executable's fused reductions round differently from eager's kernels, and the moments
+            # carry it over the steps: 2.8e-5 relative (8e-9 absolute, 1e-6 of the largest entry) was seen on
+            # an H200 in an entry near zero
+            want = opt_b.state[q][k].numpy()
+            np.testing.assert_allclose(opt_a.state[p][k].numpy(), want, rtol=1e-5, atol=2e-6 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("norm", [False, True])
