@@ -12,6 +12,11 @@ executable, or what its call passes, costs ~0.35 ms more per call there. This pr
   ``jnp.asarray`` makes them), to isolate the per-number host-to-device copies a jit call makes;
 - a micro-benchmark: a jitted sum of 7 Python floats against the same of 7 device scalars.
 
+Its answer (H200, 2026-12-04): 7 Python floats cost a jit call 0.27 ms against 0.07 ms as device scalars;
+the executable's call went 0.38 -> 0.17 ms (hand-written: 0.155 ms to return) once dynajax passed them as
+arrays made once per value. What remains is replay's own Python (~0.07 ms) and the 10 more arrays in and 11
+more out (per-parameter Adam step counts, the grads eager keeps).
+
     python devcheck/dispatch_profile.py [--calls 200]
 """
 from __future__ import annotations

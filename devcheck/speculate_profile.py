@@ -1,5 +1,8 @@
 """Where a speculated call's time goes, against a plain one (for a device run: on the H200, speculate=True
-made the MLP step slower, 1.65 against 1.44 ms, cause unknown).
+made the MLP step slower, 1.65 against 1.44 ms). Answered on 2026-12-04: the speculative dispatch took 0.72
+ms there, most of it the jit call copying the step's 7 Python numbers to the GPU (now passed as device
+arrays, ``_device.numbers_on``: devcheck/dispatch_profile.py), and capture (0.6-0.9 ms) is three times the
+step's GPU time (~0.2 ms), so a run dispatched before it has nothing to overlap.
 
 Runs the MLP step of benchmarks/compile_step.py compiled with ``speculate=False`` and ``speculate=True``,
 waiting for each step as the benchmark does, and prints for each: the median wall time per call, then the
