@@ -534,6 +534,25 @@ def test_numbers_passed_as_arrays_keep_a_float16_steps_dtype_and_values(kw):
     assert st.compiles == 1 and st.speculated + st.replayed >= (0 if kw.get("speculate") is False else 4), st
 
 
+def test_moving_a_value_the_step_computes_to_another_device_reads_it_there(monkeypatch):
+    """``.cpu()`` of a value a step computes, where the step runs on another device (a GPU), reads the value
+    there (a counted graph break, as ``.item()``) and moves it, as eager mode does; it crashed in JAX's
+    ``device_put``. Here every computed value reports a GPU as its device, which a CPU machine lacks."""
+    import dynajax._device as D
+    real = D.device_of
+    monkeypatch.setattr(D, "device_of", lambda a: D.device("cuda") if type(a).__name__ == "Sym" else real(a))
+
+    def step(x):
+        return (x * 2).cpu(), (x + 1).sum()
+    x = dj.arange(4.0)
+    comp = dj.compile(step)
+    for _ in range(3):
+        y, s = comp(x)
+        np.testing.assert_array_equal(y.numpy(), [0.0, 2.0, 4.0, 6.0])
+        assert y.device == "cpu" and float(s) == 10.0
+    assert comp.stats.graph_breaks == 3 and comp.stats.compiles == 1, comp.stats
+
+
 def test_random_tensors_made_on_the_default_device_in_a_step_follow_the_eager_stream():
     def step(x):
         return (x + dj.randn(2, 3, device=x.device), dj.rand(3, device="cpu" if x.device.type == "cpu" else x.device),

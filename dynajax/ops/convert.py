@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._capture import Sym
 from .._device import device as Device, put
 from .._tensor import Tensor, _make, method
 from .registry import apply, op
@@ -67,7 +68,10 @@ def to(self: Tensor, *args, non_blocking: bool = False, copy: bool = False, memo
     if dev is not None:
         d = Device(dev)
         if d != self.device:
-            moved = put(r._value, d)
+            v = r._value
+            if isinstance(v, Sym):   # computed by a step being recorded, on its device: read it there (a graph
+                v = v.__jax_array__()   # break, as ``.item()``) and move it, as eager would
+            moved = put(v, d)
             r = _make(moved, r._rg, r.grad_fn, r._out_idx) if r is not self else _make(moved, self._rg)
     if copy and r is self:
         r = clone(self)
