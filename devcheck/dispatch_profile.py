@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from compile_step import SIZES, TINY, dynajax_step, jax_step  # noqa: E402
 
 import dynajax._replay as _replay  # noqa: E402
+from speculate_profile import call_times  # noqa: E402  (this folder is the script's: on sys.path)
 
 
 def _kernels(compiled_text: str) -> int:
@@ -46,15 +47,7 @@ def _kernels(compiled_text: str) -> int:
 
 def _time(run, calls: int) -> tuple[float, float]:
     """(median ms per step waiting for each, median ms for the call to return)."""
-    step, disp = [], []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        out = run()
-        t1 = time.perf_counter()
-        jax.block_until_ready(out)
-        t2 = time.perf_counter()
-        step.append(t2 - t0)
-        disp.append(t1 - t0)
+    step, disp = zip(*[call_times(run) for _ in range(calls)])
     return 1e3 * statistics.median(step), 1e3 * statistics.median(disp)
 
 

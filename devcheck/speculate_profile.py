@@ -37,6 +37,15 @@ PHASES = {"speculative dispatch": (_speculate.Speculator, "dispatch"), "settle":
           "write back": (_compile, "_write_back"), "unshare": (_compile, "_unshare")}
 
 
+def call_times(run) -> tuple[float, float]:
+    """One call of ``run``, waited for: (seconds until its result is ready, seconds until the call returned)."""
+    t0 = time.perf_counter()
+    out = run()
+    t1 = time.perf_counter()
+    jax.block_until_ready(out)
+    return time.perf_counter() - t0, t1 - t0
+
+
 def _timed(phases: dict):
     """Wrap each phase's function to add its seconds to ``phases[name]`` (a list per call); returns the undo."""
     saved = []
@@ -64,14 +73,10 @@ def _profile(speculate: bool, calls: int, top: int) -> None:
         for v in phases.values():
             v.append(0.0)
         cap0 = fn.stats.capture_time
-        t = time.perf_counter()
-        out = run()
-        t1 = time.perf_counter()
-        jax.block_until_ready(out)
-        t2 = time.perf_counter()
-        times.append(t2 - t)
+        total, returned = call_times(run)
+        times.append(total)
         phases["capture"][-1] = fn.stats.capture_time - cap0
-        phases["exe wait"][-1] = t2 - t1
+        phases["exe wait"][-1] = total - returned
     undo()
     print(f"--- speculate={speculate}: medians per call (ms), unprofiled: " + ", ".join(
         f"{k} {statistics.median(v) * 1e3:.3f}" for k, v in phases.items()))
