@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from . import _tensor, random
-from ._device import default_jax_device
+from ._device import default_jax_device, numbers_on
 from ._tensor import Tensor, _make
 from .autograd import grad_mode
 from .ops import registry, views
@@ -537,7 +537,9 @@ class Capture:
             key = (tuple(self.in_avals), tuple(type(x) for x in self.scalars),
                    tuple(self.keys[k] for k in chain), tuple(self.eqns[k][2] for k in chain), (s.idx,))
             exe = self.owner._prefix_executable(key, [self.eqns[k] for k in chain], self)
-            got = self.known[s.idx] = exe(self.inputs, self.scalars)[0]
+            # (numbers as device arrays, as a whole step's executable takes them; a mesh's layout: as they are)
+            dev = self.device() if getattr(self.owner, "layout", True) is None else None
+            got = self.known[s.idx] = exe(self.inputs, numbers_on(self.scalars, dev))[0]
             return got
         env = self.known
         inputs = dict(zip(self.in_vars, self.inputs))

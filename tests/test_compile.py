@@ -228,6 +228,25 @@ def test_item_inside_step_is_a_graph_break():
     assert step.stats.graph_breaks == 3 and step.stats.compiles == 1
 
 
+def test_a_long_chain_read_mid_step_runs_as_one_executable_with_the_steps_numbers():
+    """``.item()`` of a value 24 ops deep runs those ops as one cached executable (a graph break), passed the
+    ops' Python numbers (as device arrays, as the step's executable takes them): values are eager's."""
+    def step(x, a):
+        h = x
+        for i in range(12):
+            h = h * a + 0.1 * i
+        v = h.sum().item()
+        return h * v, v
+    x = dj.arange(3.0)
+    comp = dj.compile(step)
+    for a in (0.9, 0.8, 0.9):
+        want_h, want_v = step(x, a)
+        got_h, got_v = comp(x, a)
+        np.testing.assert_allclose(got_v, want_v, rtol=1e-6)
+        np.testing.assert_allclose(got_h.numpy(), want_h.numpy(), rtol=1e-6)
+    assert comp.stats.graph_breaks == 3 and len(comp._prefix) == 1 and comp.stats.compiles == 1, comp.stats
+
+
 def test_batch_size_change_recompiles_with_explanation():
     model = nn.Linear(6, 2)
 
