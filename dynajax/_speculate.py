@@ -38,7 +38,7 @@ import weakref
 
 import jax
 
-from ._capture import is_array
+from ._capture import _array_type, is_array
 from ._device import numbers_on
 from ._tensor import Tensor
 from .lower import _tree_flatten
@@ -236,7 +236,13 @@ def gather(src, args, kwargs):
     """The arrays the sources (``sources``) hold now, or None where one holds none (gone, a view)."""
     leaves = None
     vals = []
+    array = _array_type()
     for kind, ref in src:
+        if kind == "t":   # (most sources: a parameter's or a state tensor's array, read straight)
+            obj = ref()
+            if isinstance(obj, Tensor) and obj._base is None and type(obj._value) is array:
+                vals.append(obj._value)
+                continue
         if kind == "a":
             if leaves is None:
                 leaves = tensor_leaves(args, kwargs)
