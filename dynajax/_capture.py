@@ -63,6 +63,11 @@ class Sym:
     def __jax_array__(self):
         return _active(self).materialize(self)
 
+    def devices(self) -> set:
+        """As a jax.Array's: the device the step being recorded runs on (``Capture.device``), where eager mode
+        would have put this value (``zeros(b, h, device=h.device)`` of an intermediate ``h`` on a GPU)."""
+        return {_active(self).device()}
+
     def __repr__(self) -> str:
         return f"Sym(v{self.idx}: {np.dtype(self.dtype).name}{list(self.shape)})"
 

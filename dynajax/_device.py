@@ -193,17 +193,12 @@ def default_accelerator() -> str:
 
 
 def device_of(array) -> device:
-    """The device holding ``array``. A value a step being recorded by ``dynajax.compile`` computes (a Sym) is on
-    the device that step runs on, as it would be in eager mode: ``zeros(b, h, device=x.device)`` of an
-    intermediate ``x`` in a step on a GPU is made there."""
-    if type(array).__name__ == "Sym":
-        from ._capture import _active
-        d = _active(array).device()
-    else:
-        try:
-            d = next(iter(array.devices()))
-        except Exception:
-            return device("cpu")
+    """The device holding ``array`` (a value a step being recorded computes, a Sym, answers ``devices()`` with
+    the device that step runs on)."""
+    try:
+        d = next(iter(array.devices()))
+    except Exception:
+        return device("cpu")
     t = {"gpu": "cuda"}.get(d.platform, d.platform)
     return device(t if t in _PLATFORM else "cpu", d.id if t != "cpu" else None)
 

@@ -553,6 +553,20 @@ def test_numbers_passed_as_arrays_keep_a_float16_steps_dtype_and_values(kw):
     assert st.compiles == 1 and st.speculated + st.replayed >= (0 if kw.get("speculate") is False else 4), st
 
 
+def test_a_value_the_step_computes_is_on_the_steps_device():
+    """Inside a step, a computed value's ``devices()`` (and so ``.device``) is the device the step runs on: its
+    first committed input's, as eager mode would put the value there."""
+    x = dj.tensor(X, device="cpu")
+    seen = []
+
+    def step(x):
+        h = x * 2
+        seen.append((h._value.devices(), h.device))
+        return h.sum()
+    dj.compile(step)(x)
+    assert seen == [({next(iter(x._value.devices()))}, x.device)]
+
+
 def test_moving_a_value_the_step_computes_to_another_device_reads_it_there(monkeypatch):
     """``.cpu()`` of a value a step computes, where the step runs on another device (a GPU), reads the value
     there (a counted graph break, as ``.item()``) and moves it, as eager mode does; it crashed in JAX's

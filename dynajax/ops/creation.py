@@ -166,7 +166,7 @@ def _full(*, shape, value, dtype):
 
 def _recorded_here(device, requires_grad: bool) -> bool:
     """Whether a tensor made from Python values alone (a fill, a range, an identity) is a recorded op: under
-    ``dynajax.compile``, with no ``device`` or the default one, where the executable runs. It is then made
+    ``dynajax.compile``, with no ``device`` or the step's own (:func:`_on_step_device`). It is then made
     inside the executable instead of eagerly and passed in as a new input array each call, which costs an
     eager op there (``zeros(b, h, device=x.device)``, an RNN's first state: 110 us a call, 4 us recorded)
     and keeps every speculative run (``_speculate``) from finding the call's inputs again."""
