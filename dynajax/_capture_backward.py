@@ -244,8 +244,7 @@ class BackwardByVJP:
                 engine.free_node(node)
         for k, leaf in enumerate(leaves):
             v = leaf._value
-            g = _make(Sym(tuple(v.shape), v.dtype, n + k))
-            leaf.grad = g if leaf.grad is None else leaf.grad + g
+            engine.accumulate_grad(leaf, _make(Sym(tuple(v.shape), v.dtype, n + k)), False)
         return True
 
     def _template_call(self, nodes, desc, pairs, leaves, root_vars, cots, grad_outputs, retain_graph):

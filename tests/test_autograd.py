@@ -23,6 +23,35 @@ def test_grad_accumulates_across_backward_calls():
     assert x.grad.grad_fn is None and not x.grad.requires_grad
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_a_later_backward_adds_into_the_same_grad_tensor_as_torchs():
+    """PyTorch's AccumulateGrad: the first backward sets ``.grad``; a later one adds into that tensor in place,
+    so a reference held to it (gradient buckets, a list of grads) sees the sum; ``zero_grad(set_to_none=False)``
+    (the optimizer's and the module's) zeroes it in place too; with ``create_graph`` the sum is a new tensor."""
+    for lib in (dj, torch):
+        w = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        (w * w).sum().backward()
+        held = w.grad
+        (3 * w).sum().backward()
+        assert held is w.grad
+        assert held.tolist() == [5.0, 7.0]
+        opt = (dj.optim if lib is dj else torch.optim).SGD([w], lr=0.1)
+        opt.zero_grad(set_to_none=False)
+        assert held is w.grad and held.tolist() == [0.0, 0.0]
+        (w * 4).sum().backward()
+        assert held is w.grad and held.tolist() == [4.0, 4.0]
+        m = (dj.nn if lib is dj else torch.nn).Linear(2, 1)
+        m(w.detach().float()[None]).sum().backward()
+        gw = m.weight.grad
+        m.zero_grad(set_to_none=False)
+        assert gw is m.weight.grad and gw.tolist() == [[0.0, 0.0]]
+        (w * w).sum().backward(create_graph=True)   # out of place: the sum stays differentiable
+        assert held is not w.grad and held.tolist() == [4.0, 4.0] and w.grad.tolist() == [6.0, 8.0]
+        assert w.grad.requires_grad
+        opt.zero_grad(set_to_none=False)   # a differentiable grad: detached, then zeroed
+        assert not w.grad.requires_grad and w.grad.tolist() == [0.0, 0.0]
+
+
 def test_shared_subexpression_and_broadcast_unbroadcast():
     x = leaf([[1.0, 2.0, 3.0]])       # (1, 3) broadcasts against (2, 1)
     y = leaf([[2.0], [5.0]])

@@ -386,8 +386,9 @@ def test_an_exception_in_a_recorded_call_propagates_and_leaves_state_alone():
 
 
 def test_grads_zeroed_in_place_replay_like_eager():
-    """``zero_grad(set_to_none=False)`` zeroes the grads, which the backward then accumulates into: replays
-    read each parameter's grad where it is now, and give eager's losses, grads and state."""
+    """``zero_grad(set_to_none=False)`` zeroes the grads in place, which the backward then adds into: replays
+    read each parameter's grad where it is now, and give eager's losses, grads and state; recorded and replayed
+    calls alike keep each grad the same tensor (a reference held to it sees every call's)."""
     def run(replay):
         dj.manual_seed(0)
         m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
@@ -399,14 +400,20 @@ def test_grads_zeroed_in_place_replay_like_eager():
             loss.backward()
             opt.step()
             return loss
-        f = dj.compile(step, replay=True) if replay else step
-        losses = [float(f(dj.tensor(np.random.default_rng(i).standard_normal((4, 3)).astype(np.float32))))
-                  for i in range(8)]
+        f = dj.compile(step, replay=replay) if replay is not None else step
+        losses, held = [], None
+        for i in range(8):
+            losses.append(float(f(dj.tensor(np.random.default_rng(i).standard_normal((4, 3)).astype(np.float32)))))
+            held = held or [p.grad for p in m.parameters()]   # as gradient buckets hold them
+        for g, p in zip(held, m.parameters()):   # the same tensors all along, as in eager and PyTorch
+            assert g is p.grad
         return losses, m, opt, f
-    (l0, m0, o0, _), (l1, m1, o1, f) = run(False), run(True)
+    (l0, m0, o0, _), (l1, m1, o1, f), (l2, m2, o2, _) = run(None), run(True), run(False)
     assert f.stats.replayed == 5
     np.testing.assert_allclose(l1, l0, rtol=2e-6)
+    np.testing.assert_allclose(l2, l0, rtol=2e-6)
     _assert_same_state(m1, m0, o1, o0)
+    _assert_same_state(m2, m0, o2, o0)
 
 
 def test_freezing_a_layer_between_calls_is_seen():

@@ -18,6 +18,42 @@ def _tensor_cls():
     return Tensor
 
 
+def accumulate_grad(t, g, create_graph: bool) -> None:
+    """Add gradient ``g`` into ``t.grad`` as PyTorch's AccumulateGrad does: the first one becomes ``t.grad``; a
+    later one is added in place, so whoever holds ``t.grad`` (gradient buckets, a list of grads taken once,
+    ``zero_grad(set_to_none=False)``'s zeroed tensor) sees the sum; with ``create_graph`` out of place, the sum
+    differentiable."""
+    old = t.grad
+    if old is None:
+        t.grad = g
+    elif create_graph:
+        t.grad = old + g
+    else:
+        with grad_mode.no_grad():
+            old.add_(g)
+
+
+def reset_grad(p, set_to_none: bool) -> None:
+    """``zero_grad`` of one parameter: ``p.grad`` set to None, or zeroed in place as PyTorch does, so whoever
+    holds it sees the zeros (and, it staying the same tensor, the next backward's sum: :func:`accumulate_grad`);
+    a differentiable grad (``create_graph``) is detached first."""
+    g = p.grad
+    if g is None:
+        return
+    if set_to_none:
+        p.grad = None
+        return
+    if g.grad_fn is not None:
+        if g._base is None:
+            g.detach_()
+        else:
+            p.grad = g = g.detach()
+    elif g._rg:
+        g.requires_grad_(False)
+    with grad_mode.no_grad():
+        g.zero_()
+
+
 def _as_tuple(x) -> tuple:
     if x is None:
         return ()
@@ -162,7 +198,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
                 continue
             if not create_graph:
                 g = g.detach()
-            leaf.grad = g if leaf.grad is None else leaf.grad + g  # an op (not raw arrays): compile records it
+            accumulate_grad(leaf, g, create_graph)  # ops (not raw arrays): compile records them
 
 
 def _run_pre_hooks(node: Node, gs: list) -> list:
@@ -269,8 +305,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for t, g in zip(inputs, results):
         if g is None:
             continue
-        g = g if create_graph else g.detach()
-        t.grad = g if t.grad is None else t.grad + g
+        accumulate_grad(t, g if create_graph else g.detach(), create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -11,6 +11,7 @@ import numpy as np
 from .. import _epoch
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
+from ..autograd.engine import reset_grad
 from ..ops.views import write
 
 
@@ -91,14 +92,7 @@ class Optimizer:
         """Reset the gradients of all optimized parameters (to None by default)."""
         for g in self.param_groups:
             for p in g["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad = p.grad.detach()
-                    with grad_mode.no_grad():
-                        p.grad.zero_()
+                reset_grad(p, set_to_none)
 
     @grad_mode.no_grad()
     def step(self, closure=None):

@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 from ... import _epoch
 from ..._tensor import Tensor, _make
 from ...autograd import grad_mode
+from ...autograd.engine import reset_grad
 from ..parameter import Buffer, Parameter, _value_of
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -366,13 +367,7 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's ``.grad`` (to None by default)."""
         for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                with grad_mode.no_grad():
-                    p.grad = p.grad.detach().zero_() if p.grad.grad_fn is None else p.grad.detach() * 0
+            reset_grad(p, set_to_none)
 
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
         """Call ``fn`` on every submodule (children first) and then on self."""
