@@ -51,7 +51,7 @@ MISS = object()     # a replay that could not run (some input is gone): the call
 class _Entry:
     """One guard's replay: the executable, its plan, where its inputs come from, the result's structure."""
 
-    __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "grads", "keys", "calls",
+    __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys", "calls",
                  "key", "modules", "flags", "epoch", "donate", "kept")
 
 
@@ -208,17 +208,20 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
         spec.append(("o", i))
         returned.add(id(leaf))
     grad_of = {id(t.grad): t for t, _, _, _ in cap.adopted if t.grad is not None and id(t.grad) in cap.born_ids}
-    writes = []   # (how, object, True: an output | False: an input, position)
+    writes = []   # (how, object | argument position, True: an output | False: an input, position)
     for obj, var, kind in plan.targets:
-        if id(obj) in returned:   # eager returns a new tensor each call: so does a replay (``result``)
+        param = grad_of.get(id(obj))
+        if id(obj) in returned and param is None:   # eager returns a new tensor each call: so does a replay
             continue
         where = (True, opos[var]) if var in opos else (False, ipos[var])
         if not where[0] and src[where[1]][0] in ("t", "g") and src[where[1]][1]() is obj:
             continue   # only read: it holds the array the replay read from it
         if kind == "g":
             writes.append(("key", obj) + where)
-        elif id(obj) in grad_of:   # a .grad the step made: a new tensor each call, as eager's backward makes
-            writes.append(("grad", grad_of[id(obj)]) + where)
+        elif param is not None:   # a .grad the step made: a new tensor each call, as eager's backward makes
+            writes.append(("grad", param) + where)
+        elif id(obj) in arg_pos:   # an argument written in place: the replayed call's own argument
+            writes.append(("arg", arg_pos[id(obj)]) + where)
         else:   # a tensor from before the step, or one the step made and stored (updated in place)
             writes.append(("value", obj) + where)
     e = _Entry()
@@ -226,6 +229,7 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
     e.scalars, e.recipes = list(cap.scalars), cap.scalar_src
     e.tree, e.leaves, e.calls = tree, spec, 0
     e.writes = [(obj, out, i) for how, obj, out, i in writes if how == "value"]
+    e.args = [(k, out, i) for how, k, out, i in writes if how == "arg"]
     e.grads = [(obj, out, i) for how, obj, out, i in writes if how == "grad"]
     e.keys = [(obj, out, i) for how, obj, out, i in writes if how == "key"]
     e.donate = plan.donate
@@ -241,18 +245,33 @@ def _flags(modules) -> list:
     return [m.training for m in modules]
 
 
-def write_back(e: _Entry, vals: list, outs) -> None:
-    """Give the step's state its new arrays: tensors from before the step and stored ones in place,
-    generators their keys, each parameter whose ``.grad`` the step made a new grad tensor."""
+def write_back(e: _Entry, vals: list, outs, args, kwargs) -> dict:
+    """Give the step's state its new arrays: tensors from before the step, stored ones and the call's arguments
+    in place (a new version: their views follow), generators their keys, each parameter whose ``.grad`` the
+    step made a new grad tensor. Returns those grads by output position: a grad the step also returns is that
+    same tensor (``result``), as eager's is."""
     for obj, out, i in e.writes:
-        obj._value = outs[i] if out else vals[i]
-        if obj.grad_fn is not None:
-            obj.grad_fn = None
-            obj._rg = False
+        _write(obj, outs[i] if out else vals[i])
+    if e.args:
+        leaves = tensor_leaves(args, kwargs)
+        for k, out, i in e.args:
+            _write(leaves[k], outs[i] if out else vals[i])
+    made = {}
     for obj, out, i in e.grads:
-        obj.grad = _make(outs[i] if out else vals[i])
+        obj.grad = made[i] = _make(outs[i] if out else vals[i])
     for obj, out, i in e.keys:
         obj._key = outs[i] if out else vals[i]
+    return made
+
+
+def _write(t: Tensor, arr) -> None:
+    """An in-place write of ``arr`` into tensor ``t`` (detached, as a compiled step's results come back)."""
+    t._value = arr
+    if t._base is None:
+        t._vc[0] += 1
+    if t.grad_fn is not None:
+        t.grad_fn = None
+        t._rg = False
 
 
 def split(e: _Entry, vals: list, copy) -> tuple:
@@ -280,14 +299,16 @@ def inputs(e: _Entry, args, kwargs):
     return vals, scalars
 
 
-def result(e: _Entry, outs, args, kwargs):
-    """The replayed call's return value: the recorded structure, fresh tensors holding its outputs, the
-    call's own arguments where the recording returned its arguments."""
+def result(e: _Entry, outs, args, kwargs, made: dict):
+    """The replayed call's return value: the recorded structure, fresh tensors holding its outputs (``made``:
+    those already made, by output position: the new grads), the call's own arguments where the recording
+    returned its arguments."""
     leaves = None
     out = []
     for k, x in e.leaves:
         if k == "o":
-            out.append(_make(outs[x]))
+            t = made.get(x)
+            out.append(_make(outs[x]) if t is None else t)
         elif k == "a":
             if leaves is None:
                 leaves = tensor_leaves(args, kwargs)

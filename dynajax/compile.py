@@ -221,11 +221,11 @@ class Compiled:
         spec = self._speculator   # a prediction made before this call's writes would only miss, and its
         spec.next = spec.last_out = None   # readiness probe (an output array) would hold a donated array
         outs = e.exe(*_replay.split(e, vals, jnp.copy), numbers_on(scalars, e.plan.device))
-        _replay.write_back(e, vals, outs)
+        made = _replay.write_back(e, vals, outs, args, kwargs)
         st = self.stats
         st.cache_hits += 1
         st.replayed += 1
-        return _replay.result(e, outs, args, kwargs)
+        return _replay.result(e, outs, args, kwargs, made)
 
     def _note_replay(self, guard, plan, cap, exe, args, kwargs, result) -> None:
         if self._replayer is None:

@@ -435,3 +435,41 @@ def test_freezing_a_layer_between_calls_is_seen():
     assert step.stats.replayed > 3
     for (n, p), (_, q) in zip(m1.state_dict().items(), m0.state_dict().items()):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=2e-6, atol=2e-7, err_msg=n)
+
+
+def test_replays_write_the_calls_own_arguments_views_and_returned_grads_as_eager():
+    """What a replay writes reaches the tensors eager's step would have written: an argument the step changes
+    in place is the replayed call's own (not the recording's), views and ``.data``/``detach()`` aliases of a
+    parameter follow its update (a new version), and a grad the step returns is the parameter's ``.grad``."""
+    def run(replay):
+        dj.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = dj.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, scale):
+            x.mul_(scale)   # the caller's tensor, changed in place
+            opt.zero_grad()
+            loss = m(x).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss, m.weight.grad
+        f = dj.compile(step, replay=True) if replay else step
+        seen = []
+        for i in range(6):
+            if i == 3:
+                aliases = (m.weight.detach(), m.weight.data, m.weight[0])
+            x = dj.full((2, 3), float(i + 1))
+            loss, g = f(x, 0.5)
+            assert g is m.weight.grad
+            seen.append((x.numpy(), float(loss), g.detach().numpy()))
+        seen.append(tuple(a.detach().numpy() for a in aliases) + (m.weight.detach().numpy(),))
+        return seen, f
+    (eager, _), (got, f) = run(False), run(True)
+    assert f.stats.replayed == 4
+    for e, g in zip(eager, got):
+        for a, b in zip(e, g):
+            np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+    det, data, row, w = got[-1]
+    np.testing.assert_array_equal(det, w)
+    np.testing.assert_array_equal(data, w)
+    np.testing.assert_array_equal(row, w[0])
