@@ -51,7 +51,7 @@ MISS = object()     # a replay that could not run (some input is gone): the call
 class _Entry:
     """One guard's replay: the executable, its plan, where its inputs come from, the result's structure."""
 
-    __slots__ = ("exe", "plan", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys", "calls",
+    __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys", "calls",
                  "key", "modules", "flags", "epoch", "donate", "kept")
 
 
@@ -225,7 +225,8 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
         else:   # a tensor from before the step, or one the step made and stored (updated in place)
             writes.append(("value", obj) + where)
     e = _Entry()
-    e.exe, e.plan, e.src, e.key = exe, plan, src, plan.key
+    e.exe, e.device, e.src, e.key = exe, plan.device, src, plan.key   # (not the plan: its targets are
+    # the recording's tensors, its arguments among them)
     e.scalars, e.recipes = list(cap.scalars), cap.scalar_src
     e.tree, e.leaves, e.calls = tree, spec, 0
     e.writes = [(obj, out, i) for how, obj, out, i in writes if how == "value"]

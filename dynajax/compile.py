@@ -220,7 +220,7 @@ class Compiled:
         vals, scalars = got
         spec = self._speculator   # a prediction made before this call's writes would only miss, and its
         spec.next = spec.last_out = None   # readiness probe (an output array) would hold a donated array
-        outs = e.exe(*_replay.split(e, vals, jnp.copy), numbers_on(scalars, e.plan.device))
+        outs = e.exe(*_replay.split(e, vals, jnp.copy), numbers_on(scalars, e.device))
         made = _replay.write_back(e, vals, outs, args, kwargs)
         st = self.stats
         st.cache_hits += 1

@@ -1,7 +1,9 @@
 """dynajax.compile(replay=True): calls that run the recorded executable without the step's Python must
 leave parameters, grads, optimizer state, buffers and the RNG stream exactly as eager steps do."""
 import copy
+import gc
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -454,15 +456,19 @@ def test_replays_write_the_calls_own_arguments_views_and_returned_grads_as_eager
             opt.step()
             return loss, m.weight.grad
         f = dj.compile(step, replay=True) if replay else step
-        seen = []
+        seen, refs = [], []
         for i in range(6):
             if i == 3:
                 aliases = (m.weight.detach(), m.weight.data, m.weight[0])
             x = dj.full((2, 3), float(i + 1))
+            refs.append(weakref.ref(x))
             loss, g = f(x, 0.5)
             assert g is m.weight.grad
             seen.append((x.numpy(), float(loss), g.detach().numpy()))
         seen.append(tuple(a.detach().numpy() for a in aliases) + (m.weight.detach().numpy(),))
+        del x
+        gc.collect()
+        assert [r() for r in refs] == [None] * 6   # the replay keeps no argument of the calls it recorded
         return seen, f
     (eager, _), (got, f) = run(False), run(True)
     assert f.stats.replayed == 4
