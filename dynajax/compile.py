@@ -379,7 +379,10 @@ class Compiled:
         if near is None:
             near = min(self._cache, key=distance)
         names = None
-        for i, (a, b) in enumerate(zip(near[0], key[0])):
+        same_count = len(near[0]) == len(key[0])
+        # (inputs are compared by position only where their number is the same: an input more or less, a
+        # random draw that stopped, shifts the rest, and the ops then say what changed)
+        for i, (a, b) in enumerate(zip(near[0], key[0]) if same_count else ()):
             if a != b:
                 names = names or self._input_names(cap, args)
                 if a[1] != b[1]:
@@ -388,8 +391,6 @@ class Compiled:
                     return f"{names[i]} rank: {len(a[0])} -> {len(b[0])}"
                 d = next(j for j in range(len(a[0])) if a[0][j] != b[0][j])
                 return f"{names[i]} dim {d}: {a[0][d]} -> {b[0][d]}"
-        if len(near[0]) != len(key[0]):
-            return f"the step read {len(key[0])} arrays instead of {len(near[0])}"
         n = _common_prefix(near[2], key[2])
         if n < min(len(near[2]), len(key[2])):
             a, b = near[2][n], key[2][n]
@@ -397,7 +398,10 @@ class Compiled:
                 return f"graph changed at op {n}: {_fn_name(a[0])} -> {_fn_name(b[0])}"
             if a[1] != b[1]:
                 return f"op {n} ({_fn_name(b[0])}) static params: {_params_diff(a[1], b[1])}"
-            return f"op {n} ({_fn_name(b[0])}) takes different inputs"
+            if same_count:
+                return f"op {n} ({_fn_name(b[0])}) takes different inputs"
+        if not same_count:
+            return f"the step read {len(key[0])} arrays instead of {len(near[0])}"
         if len(near[2]) != len(key[2]):
             return f"graph length changed: {len(near[2])} -> {len(key[2])} ops"
         if near[1] != key[1]:

@@ -156,6 +156,33 @@ def test_a_check_call_warns_when_the_graph_changed_under_replay():
     assert [float(c(x)) for _ in range(3)] == pytest.approx([expected] * 3)
 
 
+def test_a_module_attribute_changed_between_calls_warns_with_the_op_that_changed():
+    """A module attribute set between calls (``dropout.p = 0``, Python the guard does not read) is replayed with
+    the old graph until a check, whose warning names the first op that changed: the random draw that stopped,
+    not an input shifted by it into another position (which read as a parameter's dtype change)."""
+    dj.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+    opt = dj.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    f = dj.compile(step, replay=4)
+    x = dj.ones(16, 4)
+    for _ in range(3):
+        f(x)
+    m[1].p = 0.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            f(x)
+    found = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(found) == 1 and "graph changed at op 1" in found[0] and "dtype" not in found[0], found
+
+
 def test_replay_does_not_donate_an_array_held_elsewhere():
     """Arrays are shared freely (a deepcopy's parameters, a raw array kept by the user): a replayed call
     must not delete one under its other holder, and it copies only those."""
