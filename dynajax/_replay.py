@@ -49,10 +49,11 @@ MISS = object()     # a replay that could not run (some input is gone): the call
 
 
 class _Entry:
-    """One guard's replay: the executable, its plan, where its inputs come from, the result's structure."""
+    """One guard's replay: the executable, its device, where its inputs come from and its results go, the
+    result's structure."""
 
-    __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys", "calls",
-                 "key", "modules", "flags", "epoch", "donate", "kept")
+    __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys",
+                 "calls", "key", "modules", "flags", "epoch", "donate", "kept")
 
 
 class Replayer:

@@ -128,7 +128,6 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
     when None, gradients are accumulated into leaves' ``.grad``.
     """
     from ..ops.reduce import sum_to_shape
-    T = _tensor_cls()
     roots = []
     for out in outputs:
         if out._base is not None:
@@ -316,7 +315,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> (gx,) = dynajax.autograd.grad((x ** 3).sum(), x, create_graph=True)
     """
     outputs = _as_tuple(outputs)
-    single = not isinstance(inputs, (list, tuple))
     inputs = _as_tuple(inputs)
     grads = _root_grads(outputs, _as_tuple(grad_outputs), create_graph) if _materialize else list(grad_outputs)
     if retain_graph is None:
@@ -327,7 +325,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if t._base is not None:
             t._sync()
         if not t.requires_grad:
-            raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
         k = (id(t.grad_fn), t._out_idx) if t.grad_fn is not None else (id(t), -1)
         targets[k] = None
         keys.append(k)
