@@ -182,7 +182,7 @@ class Tensor:
     @property
     def data(self) -> "Tensor":
         from .ops.views import detached_view
-        return detached_view(self)
+        return detached_view(self, data=True)
 
     @data.setter
     def data(self, other: "Tensor") -> None:

@@ -317,10 +317,10 @@ class _Tracer:
         return s
 
     def _replay_view(self, a: Tensor) -> Var:
-        from .ops.views import DETACH
+        from .ops.views import is_detach
         v = self.by_array[id(a._base._value)][1]
         for step in a._view:
-            if step is DETACH:
+            if is_detach(step):
                 v = self.stop(v) if v.live else v
                 continue
             o, params = step

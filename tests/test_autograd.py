@@ -358,6 +358,63 @@ def test_custom_function_and_double_backward():
     assert gg.tolist() == [12.0, 24.0]
 
 
+@pytest.mark.parametrize("materialize", [True, False])
+def test_custom_function_with_two_outputs_backpropagates_as_torchs(materialize):
+    """A custom Function returning two tensors: its backward gets a gradient per output -- zeros for one no
+    gradient reached, or None after ``ctx.set_materialize_grads(False)`` -- as in PyTorch; eager and compiled."""
+    def run(lib, compiled=False):
+        seen = []
+
+        class Two(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.set_materialize_grads(materialize)
+                ctx.save_for_backward(x)
+                return x * 2, x * x
+
+            @staticmethod
+            def backward(ctx, g1, g2):
+                (x,) = ctx.saved_tensors
+                seen.append((g1 is None, g2 is None))
+                return (0 if g1 is None else 2 * g1) + (0 if g2 is None else 2 * x * g2)
+
+        def step(x):
+            a, b = Two.apply(x)
+            (a * 3 + b).sum().backward()
+            a2, _ = Two.apply(x)
+            a2.sum().backward()   # only the first output is used
+            return x.grad
+
+        f = dj.compile(step) if compiled else step
+        x = lib.tensor([1.0, -2.0, 0.5], dtype=lib.float64, requires_grad=True)
+        return f(x).tolist(), seen
+    want, want_seen = run(torch)
+    got, got_seen = run(dj)
+    assert got == want and got_seen == want_seen
+    assert run(dj, compiled=True)[0] == want
+
+
+def test_a_write_through_detach_is_versioned_and_one_through_data_is_not_as_in_torch():
+    """``detach()`` shares its tensor's version counter: a write through it counts as a change of a value saved
+    for backward, which then raises; ``.data`` does not, so a write through it is silently used, as in PyTorch."""
+    def run(lib, alias):
+        x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        y = x * 1
+        z = y * y
+        getattr(y, alias)().add_(1) if alias == "detach" else y.data.add_(1)
+        try:
+            z.sum().backward()
+            return y._version, x.grad.tolist()
+        except RuntimeError as e:
+            return y._version, "modified by an inplace operation" in str(e)
+    for alias in ("detach", "data"):
+        assert run(dj, alias) == run(torch, alias), alias
+    w = dj.ones(2, requires_grad=True)
+    v = w._version
+    w.detach().mul_(3)   # the EMA / weight-clipping idiom
+    assert w._version == v + 1 and w.tolist() == [3.0, 3.0]
+
+
 def test_custom_function_saved_tensor_version_check():
     x = leaf([1.0])
     h = x * 1

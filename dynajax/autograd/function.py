@@ -68,6 +68,7 @@ class _FunctionOp:
         self.per_input = None
         self.saves_out = False
         self.nout = 1
+        self.none_cotangents = False
 
     @staticmethod
     def rule(g, out, *inputs, ctx, nout):
@@ -107,6 +108,8 @@ class Function:
             return result
         op = _FunctionOp(cls)
         op.nout = len(outs)
+        # an output no gradient reached: zeros to backward, or None after ctx.set_materialize_grads(False)
+        op.none_cotangents = not ctx.materialize_grads
         edges, in_meta = [], []
         for a in args:
             if isinstance(a, Tensor) and a.requires_grad:

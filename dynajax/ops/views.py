@@ -18,12 +18,22 @@ from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from .registry import Op, apply, op
 
-DETACH = "detach"  # first step of a chain made by detach()/.data: no gradient link
+DETACH = "detach"  # a chain's step made by detach(): no gradient link, the base's version counter shared
+DATA = "data"      # one made by .data: no gradient link, and writes through it leave the version as it was
+
+
+def is_detach(step) -> bool:
+    """Whether a view chain's step is a detached alias (:data:`DETACH` or :data:`DATA`), not a view op."""
+    return step is DETACH or step is DATA
+
+
+def _detached(chain) -> bool:
+    return any(is_detach(step) for step in chain)
 
 
 def _run_chain(x, chain):
     for step in chain:
-        if step is DETACH:
+        if is_detach(step):
             continue
         o, params = step
         x = o.impl(x, **dict(params))
@@ -50,16 +60,19 @@ def link_view(view: Tensor, x: Tensor, o: Op, **params) -> Tensor:
     return _link(view, x, (o, tuple(params.items())))
 
 
-def detached_view(x: Tensor) -> Tensor:
+def detached_view(x: Tensor, data: bool = False) -> Tensor:
+    """``x.detach()`` (``data``: ``x.data``): an alias of ``x`` outside the graph. A write through ``detach()``'s
+    bumps ``x``'s version, as PyTorch's shared version counter does (a value saved for backward is then caught
+    as modified); one through ``.data``'s does not."""
     if x._base is not None:
         x._sync()
-    return _link(_make(x._value), x, DETACH)
+    return _link(_make(x._value), x, DATA if data else DETACH)
 
 
 def refresh(view: Tensor) -> None:
     base, chain = view._base, view._view
     vc = base._vc
-    if DETACH in chain:
+    if _detached(chain):
         view._value = _run_chain(base._value, chain)
     else:
         x = base
@@ -77,7 +90,7 @@ def _flat_positions(shape, chain):
 
 @op("view_scatter", backward_name="CopySlices")
 def view_scatter(base, src, *, chain):
-    if all(step == DETACH for step in chain):   # a detached alias covers all of its base: no scatter
+    if all(is_detach(step) for step in chain):   # a detached alias covers all of its base: no scatter
         return jnp.broadcast_to(src, base.shape).astype(base.dtype)
     pos = _flat_positions(base.shape, chain).ravel()
     src = jnp.broadcast_to(src, _run_chain(base, chain).shape).ravel().astype(base.dtype)
@@ -89,9 +102,9 @@ def _view_scatter_vjp(g, out, base, src, *, chain):
     from .creation import zeros
     g_base = apply(view_scatter, g, zeros((), dtype=g.dtype), chain=chain)
     g_src = g
-    for o, params in chain:
-        if o is not DETACH:
-            g_src = apply(o, g_src, **dict(params))
+    for step in chain:
+        if not is_detach(step):
+            g_src = apply(step[0], g_src, **dict(step[1]))
     return g_base, g_src
 
 
@@ -101,7 +114,7 @@ def _check_inplace_allowed(t: Tensor) -> None:
     if t._base is None:
         if t.grad_fn is None and t._rg:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-    elif DETACH not in t._view:
+    elif not _detached(t._view):
         b = t._base
         if b.grad_fn is None and b._rg:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
@@ -165,13 +178,13 @@ def assign(t: Tensor, r: Tensor) -> Tensor:
         t._vc[0] += 1
         return t
     base, chain = t._base, t._view
-    if DETACH in chain:
+    if _detached(chain):
         rv, bv = r._value, base._value
-        if rv.shape == bv.shape and rv.dtype == bv.dtype and all(step == DETACH for step in chain):
+        if rv.shape == bv.shape and rv.dtype == bv.dtype and all(is_detach(step) for step in chain):
             base._value = rv   # a detached alias covers its base: the write is its new value (no op to record)
         else:
             base._value = view_scatter.impl(bv, rv, chain=chain)
-        base._vc[1] += 1
+        base._vc[1 if DATA in chain else 0] += 1   # (.data's writes are not versioned)
         t._value = r._value
         t._view_ver = base._vc[0] + base._vc[1]
         return t
