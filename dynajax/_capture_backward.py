@@ -277,8 +277,7 @@ class BackwardByVJP:
 
 def _grad_sym(leaf):
     """The Sym ``leaf.grad`` holds (None: no grad; False: a grad holding an array, not a recorded value).
-    The tape's grads are detached views of the summed gradient; a template makes them plain tensors,
-    which nothing can tell apart (their bases are the tape's temporaries)."""
+    The tape's new grads are plain tensors (``engine.accumulate_grad``), as a template's are."""
     g = leaf.grad
     if g is None:
         return None

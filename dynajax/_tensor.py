@@ -146,9 +146,13 @@ class Tensor:
             return
         self._retains_grad = True
         ref = self
+        from .autograd.engine import own_value
 
-        def _keep(g):
-            ref.grad = g.detach() if ref.grad is None else ref.grad + g.detach()
+        def _keep(g):   # (the tape runs it last, after the other hooks: PyTorch's order)
+            if ref.grad is None:   # differentiable under create_graph, as PyTorch's clone of it is
+                ref.grad = g if grad_mode.state.enabled else own_value(g)
+            else:
+                ref.grad = ref.grad + g
         _keep._retain = True
         _node_hooks(self).append(_keep)
 

@@ -52,6 +52,42 @@ def test_a_later_backward_adds_into_the_same_grad_tensor_as_torchs():
         assert not w.grad.requires_grad and w.grad.tolist() == [0.0, 0.0]
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_leaves_given_one_gradient_tensor_accumulate_apart_and_hooks_run_as_torchs():
+    """``a + b`` hands both leaves the same gradient: each ``.grad`` is its own tensor, so adding a later
+    backward into one leaves the other alone. A tensor hook returning another shape raises; ``retain_grad``
+    keeps the gradient after every hook, differentiable under ``create_graph``; ``materialize_grads`` with
+    ``allow_unused=False`` is a ValueError -- all as in PyTorch."""
+    def run(lib):
+        out = {}
+        a, b = (lib.ones(3, dtype=lib.float64, requires_grad=True) for _ in range(2))
+        (a + b).sum().backward()
+        (a * 2).sum().backward()
+        out["grads"] = a.grad.tolist(), b.grad.tolist()
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        y = x * 3
+        y.retain_grad()
+        y.register_hook(lambda g: g * 10)
+        (y * y).sum().backward(create_graph=True)
+        out["retained"] = y.grad.tolist(), y.grad.requires_grad, x.grad.tolist()
+        for where in ("leaf", "non-leaf"):
+            z = lib.ones(2, requires_grad=True)
+            t = z if where == "leaf" else z * 2
+            t.register_hook(lambda g: g.sum())
+            try:
+                (t * 3).sum().backward()
+                out[where] = "no error"
+            except RuntimeError as e:
+                out[where] = "has changed the size of value" in str(e)
+        try:
+            lib.autograd.grad((x * x).sum(), [x, lib.ones(1, requires_grad=True)], materialize_grads=True,
+                              allow_unused=False)
+        except ValueError:
+            out["materialize"] = "ValueError"
+        return out
+    assert run(dj) == run(torch)
+
+
 def test_shared_subexpression_and_broadcast_unbroadcast():
     x = leaf([[1.0, 2.0, 3.0]])       # (1, 3) broadcasts against (2, 1)
     y = leaf([[2.0], [5.0]])
@@ -312,7 +348,7 @@ def test_hooks_and_retain_grad():
     x.register_hook(lambda g: g + 1)
     (h * h).sum().backward()
     assert calls == [[4.0, 8.0]]
-    assert h.grad.tolist() == [4.0, 8.0]           # retain_grad sees the grad before the hook's change
+    assert h.grad.tolist() == [40.0, 80.0]         # retain_grad keeps the grad after the hooks (PyTorch's)
     assert x.grad.tolist() == [81.0, 161.0]        # (2*h*10)*2 + 1
     handle.remove()
     with pytest.raises(RuntimeError, match="doesn't require gradient"):

@@ -19,18 +19,27 @@ def _tensor_cls():
 
 
 def accumulate_grad(t, g, create_graph: bool) -> None:
-    """Add gradient ``g`` into ``t.grad`` as PyTorch's AccumulateGrad does: the first one becomes ``t.grad``; a
-    later one is added in place, so whoever holds ``t.grad`` (gradient buckets, a list of grads taken once,
-    ``zero_grad(set_to_none=False)``'s zeroed tensor) sees the sum; with ``create_graph`` out of place, the sum
-    differentiable."""
+    """Add gradient ``g`` into ``t.grad`` as PyTorch's AccumulateGrad does: the first one becomes ``t.grad``, a
+    tensor of its own (one op's gradient can reach several leaves, ``a + b``'s both); a later one is added in
+    place, so whoever holds ``t.grad`` (gradient buckets, a list of grads taken once, ``zero_grad(
+    set_to_none=False)``'s zeroed tensor) sees the sum. With ``create_graph`` both stay differentiable, the sum
+    out of place."""
     old = t.grad
-    if old is None:
-        t.grad = g
-    elif create_graph:
-        t.grad = old + g
+    if create_graph:
+        t.grad = g if old is None else old + g
+    elif old is None:
+        t.grad = own_value(g)
     else:
         with grad_mode.no_grad():
             old.add_(g)
+
+
+def own_value(g):
+    """A new tensor outside the graph holding ``g``'s value (arrays are immutable: no copy), which an in-place
+    write rebinds without reaching ``g`` or anything sharing its value."""
+    if g._base is not None:
+        g._sync()
+    return _tensor_cls()._make(g._value)
 
 
 def reset_grad(p, set_to_none: bool) -> None:
@@ -188,15 +197,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
         for leaf, g in leaf_buf.values():
             if leaf._hooks:
                 for h in list(leaf._hooks):
-                    r = h(g)
-                    if r is not None:
-                        g = r
+                    g = _hooked(h, g)
             if targets is not None:
                 if (id(leaf), -1) in targets:
                     targets[(id(leaf), -1)] = g
                 continue
-            if not create_graph:
-                g = g.detach()
             accumulate_grad(leaf, g, create_graph)  # ops (not raw arrays): compile records them
 
 
@@ -205,11 +210,27 @@ def _run_pre_hooks(node: Node, gs: list) -> list:
     for idx, hooks in node.pre_hooks.items():
         if gs[idx] is None:
             continue
+        retain = None
         for h in list(hooks):
-            r = h(gs[idx])
-            if r is not None and not getattr(h, "_retain", False):
-                gs[idx] = r
+            if getattr(h, "_retain", False):
+                retain = h
+            else:
+                gs[idx] = _hooked(h, gs[idx])
+        if retain is not None:   # ``retain_grad`` keeps the gradient after every other hook, as PyTorch's does
+            retain(gs[idx])
     return gs
+
+
+def _hooked(hook, g):
+    """The gradient after tensor hook ``hook`` saw ``g``: what it returned, or ``g`` where it returned None.
+    PyTorch's RuntimeError where it returned another shape."""
+    r = hook(g)
+    if r is None:
+        return g
+    if tuple(r.shape) != tuple(g.shape):
+        name = getattr(hook, "__name__", type(hook).__name__)
+        raise RuntimeError(f"hook '{name}' has changed the size of value")
+    return r
 
 
 def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
@@ -304,7 +325,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for t, g in zip(inputs, results):
         if g is None:
             continue
-        accumulate_grad(t, g if create_graph else g.detach(), create_graph)
+        accumulate_grad(t, g, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -314,6 +335,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     >>> (gx,) = dynajax.autograd.grad((x ** 3).sum(), x, create_graph=True)
     """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, but got: "
+                         "allow_unused=False.")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     grads = _root_grads(outputs, _as_tuple(grad_outputs), create_graph) if _materialize else list(grad_outputs)
