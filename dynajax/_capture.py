@@ -537,6 +537,15 @@ class Capture:
         if got is not None:
             return got
         self.breaks += 1
+        # the eqns run on arrays (or jit's tracers), their ops not recorded: a recorded backward's impl applies
+        # dynajax ops (the tape's formulation), which would otherwise land in this recording as Syms
+        busy, self.busy = self.busy, True
+        try:
+            return self._compute(s)
+        finally:
+            self.busy = busy
+
+    def _compute(self, s: Sym):
         chain = self._chain(s.idx)
         if len(chain) > 16:
             key = (tuple(self.in_avals), tuple(type(x) for x in self.scalars),

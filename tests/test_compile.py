@@ -1074,3 +1074,34 @@ def test_a_per_step_learning_rate_schedule_keeps_its_speculative_runs(make_opt):
     _assert_same(eager, comp)
     # the optimizer's numbers are read again from its param group when a run is dispatched
     assert comp[2].stats.speculated == 6 and comp[2].stats.speculation_misses == 0
+
+
+@pytest.mark.parametrize("read", ["norm_item", "clip_grad_norm", "isfinite_bool"])
+def test_reading_a_gradient_mid_step_is_a_graph_break_with_eagers_values(read):
+    """A value read from the gradients inside a step (a logged grad norm, ``float(clip_grad_norm_(...))``, a
+    skip-if-not-finite check): the graph break computes the recorded backward on arrays, and the step gives
+    eager's values and parameters."""
+    reads = {"norm_item": lambda m: m[0].weight.grad.norm().item(),
+             "clip_grad_norm": lambda m: float(nn.utils.clip_grad_norm_(m.parameters(), 0.5)),
+             "isfinite_bool": lambda m: bool(dj.isfinite(m[0].weight.grad).all())}
+
+    def run(compiled):
+        dj.manual_seed(0)
+        m = _mlp()
+        opt = optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            r = reads[read](m)
+            opt.step()
+            return loss, r
+        f = dj.compile(step) if compiled else step
+        got = [f(dj.tensor(X), dj.tensor(Y)) for _ in range(3)]
+        return [(float(loss), r) for loss, r in got], [p.detach().numpy() for p in m.parameters()], f
+    (want, wp, _), (got, gp, f) = run(False), run(True)
+    np.testing.assert_allclose(np.array(got, dtype=np.float64), np.array(want, dtype=np.float64), rtol=1e-5)
+    for a, b in zip(gp, wp):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert f.stats.graph_breaks >= 3
