@@ -133,8 +133,8 @@ erf = unary("erf", jax.scipy.special.erf,
             lambda g, out, x, **_: (g * (2 / math.sqrt(math.pi)) * exp(-(x * x)),))
 erfc = unary("erfc", jax.scipy.special.erfc,
              lambda g, out, x, **_: (g * (-2 / math.sqrt(math.pi)) * exp(-(x * x)),))
-erfinv = unary("erfinv", jax.scipy.special.erfinv,
-               lambda g, out, x, **_: (g * (math.sqrt(math.pi) / 2) * exp(out * out),))
+erfinv = unary("erfinv", jax.scipy.special.erfinv,  # recomputed from x: PyTorch saves the input, not the result
+               lambda g, out, x, **_: (g * (math.sqrt(math.pi) / 2) * exp(erfinv(x) ** 2),))
 lgamma = unary("lgamma", jax.scipy.special.gammaln, lambda g, out, x, **_: (g * digamma(x),))
 digamma = unary("digamma", jax.scipy.special.digamma, lambda g, out, x, **_: (g * polygamma(1, x),))
 square = unary("square", jnp.square, lambda g, out, x: (g * 2 * x,), to_float=False)
@@ -230,16 +230,17 @@ def _cast(v, dtype):
 
 
 def binary(name: str, impl, rule=None, result: str = "promote", method_name: str | None = None,
-           has_inplace: bool = True):
+           has_inplace: bool = True, check=None, saves_out=None):
     """Declare a binary elementwise op computing in PyTorch's promoted dtype.
 
     ``result``: "promote" keeps the promoted dtype, "float" sends ints to the
     default float (true division), "int" rejects floats (bitwise ops); the
-    impl's own output dtype (bool for comparisons) is kept.
+    impl's own output dtype (bool for comparisons) is kept. ``check`` and
+    ``saves_out``: as for :func:`op` and ``Op.defvjp``.
     """
-    o = op(name, error=broadcast_error)(lambda x, y, *, dtype: impl(_cast(x, dtype), _cast(y, dtype)))
+    o = op(name, check=check, error=broadcast_error)(lambda x, y, *, dtype: impl(_cast(x, dtype), _cast(y, dtype)))
     if rule is not None:
-        o.defvjp(*rule) if isinstance(rule, tuple) else o.defvjp(rule)
+        o.defvjp(*(rule if isinstance(rule, tuple) else (rule,)), saves_out=saves_out)
 
     by_dtype = {}  # promoted dtype -> (params, jitted impl): the hot path skips the generic lookup
 
@@ -261,6 +262,21 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
     if method_name is None or method_name == name:
         export(public, inplace_name=name + "_" if has_inplace else None)
     return public
+
+
+def _power(x, y):
+    """``x ** y``; an integer to a negative power is 0 unless ``x`` is 1 or -1, as in PyTorch."""
+    r = jnp.power(x, y)
+    if x.dtype.kind != "i":
+        return r
+    neg = jnp.where(x == 1, 1, jnp.where(x == -1, 1 - 2 * (y & 1), 0))
+    return jnp.where(y < 0, neg.astype(x.dtype), r)
+
+
+def _pow_check(x, y, **_):
+    """PyTorch's error for an integer tensor to a negative integer power (a Python number: no device read)."""
+    if isinstance(y, (int, np.integer)) and y < 0 and _is_t(x) and _dtype.is_integral(x._value.dtype, True):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
 
 
 def _pow_rule(g, out, x, y, **_):
@@ -299,7 +315,8 @@ _trunc_div = binary("div_trunc", lambda a, b: jnp.trunc(a / b).astype(a.dtype) i
                     lambda g, out, x, y, **_: (g * 0, g * 0), method_name="_div_trunc")
 remainder = binary("remainder", jnp.remainder, lambda g, out, x, y, **_: (g, -g * floor_divide(x, y)))
 fmod = binary("fmod", jnp.fmod, lambda g, out, x, y, **_: (g, -g * div(x, y, rounding_mode="trunc")))
-pow = binary("pow", jnp.power, _pow_rule)
+# the result is saved only with a tensor exponent (PyTorch's pow.Tensor_Tensor and pow.Scalar, not Tensor_Scalar)
+pow = binary("pow", _power, _pow_rule, check=_pow_check, saves_out=lambda x, y, **_: _is_t(y))
 atan2 = binary("atan2", jnp.arctan2,
                lambda g, out, x, y, **_: (g * y / (x * x + y * y), -g * x / (x * x + y * y)), "float")
 maximum = binary("maximum", jnp.maximum, _max_rule, has_inplace=False)

@@ -213,7 +213,7 @@ def selecting(name: str, pick):
             vals, idx = jnp.squeeze(vals, axis), jnp.squeeze(idx, axis)
         return vals, idx.astype(jnp.int64)
     o = op(name, nout=2)(impl)
-    o.defvjp(_select_vjp)
+    o.defvjp(_select_vjp, saves_out=(1,))  # the indices only, as PyTorch: the values may change in place
     return o
 
 
@@ -441,7 +441,6 @@ def _prod(x, *, dims, keepdim, dtype, shape):
     return jnp.prod(x.astype(dtype), axis=dims, keepdims=keepdim)
 
 
-@_prod.defvjp
 def _prod_vjp(g, out, x, *, dims, keepdim, dtype, shape):
     from .shape import reshape
     if dims is None:
@@ -449,6 +448,9 @@ def _prod_vjp(g, out, x, *, dims, keepdim, dtype, shape):
     else:
         others = apply(_prod_others, x, axis=dims[0])
     return (expand_back(g, shape, dims, keepdim) * others,)
+
+
+_prod.defvjp(_prod_vjp, saves_out=True)  # the rule needs no ``out`` (exact at zeros), but PyTorch saves it
 
 
 @method()

@@ -74,13 +74,16 @@ class Op:
     def __repr__(self) -> str:
         return f"<dynajax op {self.name}>"
 
-    def defvjp(self, *rules: Callable) -> Callable:
+    def defvjp(self, *rules: Callable, saves_out=None) -> Callable:
         """Register ``rule(g, out, *inputs, **params) -> tuple of input cotangents``,
         or one rule per input (each returning that input's cotangent, None for no rule),
         so that the engine computes only the cotangents some input needs.
 
         Only the inputs (and ``out``) that the rules' bodies read are saved for
         backward, so only those are checked for later in-place modification.
+        ``saves_out`` says what of ``out`` is saved where the bodies cannot: a bool, a
+        tuple of the indices of the outputs saved (a multi-output op: only those are
+        checked), or ``saves_out(*args, **params)`` returning either, decided per call.
         """
         if self.nout == VARIADIC and len(rules) != 1:
             raise TypeError(f"op {self.name!r} has a variable number of outputs: give it one rule for all inputs")
@@ -103,7 +106,7 @@ class Op:
             positional = code.co_varnames[:code.co_argcount]
             if code.co_flags & 0x04:  # *varargs
                 varargs = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
-        self.saves_out = len(positional) > 1 and positional[1] in used
+        self.saves_out = (len(positional) > 1 and positional[1] in used) if saves_out is None else saves_out
         self._saves = tuple(n in used for n in positional[2:])
         self._saves_rest = varargs is not None and varargs in used
         return rules[0]
@@ -244,17 +247,22 @@ def _record(op: Op, args: tuple, params: dict, out):
             consts.append(None)
             saved.append(a)
     vc = [0, 0]
+    keep = op.saves_out
+    if callable(keep):
+        keep = keep(*args, **params)
     if op.nout == 1:
         dt = out.dtype
         node = Node(op, params, tuple(edges), tuple(saved), tuple(consts), tuple(in_meta),
-                    (out, vc, 0) if op.saves_out else None, ((out.shape, dt),))
+                    (out, vc, 0) if keep else None, ((out.shape, dt),))
         if dt.kind in "fc" or dt == _BF16:
             return T._make(out, True, node, 0, vc)
         return T._make(out)
     outs = tuple(out)
     node = Node(op, params, tuple(edges), tuple(saved), tuple(consts), tuple(in_meta),
-                (out, vc, 0) if op.saves_out else None, tuple((o.shape, o.dtype) for o in outs))
-    return tuple(T._make(o, True, node, i, vc) if (o.dtype.kind in "fc" or o.dtype == _BF16) else T._make(o)
+                (out, vc, 0) if keep else None, tuple((o.shape, o.dtype) for o in outs))
+    some = type(keep) is tuple   # then only the outputs it names share the version counter the node checks
+    return tuple(T._make(o, True, node, i, None if some and i not in keep else vc)
+                 if o.dtype.kind in "fc" or o.dtype == _BF16 else T._make(o, vc=vc if some and i in keep else None)
                  for i, o in enumerate(outs))
 
 
