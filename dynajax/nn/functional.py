@@ -20,10 +20,11 @@ __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
     "pad", "interpolate", "upsample", "pixel_shuffle", "one_hot", "embedding",
-    "relu", "relu_", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "softplus",
+    "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "selu_", "celu", "celu_",
+    "rrelu", "rrelu_", "gelu", "silu", "mish", "softplus", "hardtanh_", "threshold_",
     "softsign", "tanh", "sigmoid", "hardtanh", "hardsigmoid", "hardswish", "logsigmoid", "tanhshrink",
     "threshold", "glu", "prelu", "softmax", "log_softmax", "softmin",
-    "dropout", "dropout1d", "dropout2d", "layer_norm", "batch_norm", "group_norm", "instance_norm",
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "layer_norm", "batch_norm", "group_norm", "instance_norm",
     "normalize", "cosine_similarity", "pairwise_distance", "scaled_dot_product_attention",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss",
@@ -405,9 +406,22 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
 
 
 # ---------------------------------------------------------------- activations
-relu = _ew.relu
 tanh = _ew.tanh
 sigmoid = _ew.sigmoid
+
+
+_write_inplace = inplace   # (the functions below take an argument named ``inplace``)
+
+
+def _act(input: Tensor, inplace: bool, fn) -> Tensor:
+    """``fn(input)``; with ``inplace``, written into ``input`` by ``views.inplace`` (a leaf that requires grad
+    raises, the version bumps, autograd follows) and ``input`` returned, as PyTorch's ``inplace=True``."""
+    return _write_inplace(input, fn) if inplace else fn(input)
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``max(x, 0)``."""
+    return _act(input, inplace, _ew.relu)
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -417,18 +431,22 @@ def relu_(input: Tensor) -> Tensor:
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x if x > 0 else negative_slope * x``."""
-    if inplace:
-        return _inplace(input, lambda a: _ew.leaky_relu(a, negative_slope))
-    return _ew.leaky_relu(input, negative_slope)
+    return _act(input, inplace, lambda a: _ew.leaky_relu(a, negative_slope))
 
 
-def _inplace(t: Tensor, fn) -> Tensor:
-    return inplace(t, fn)
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """In-place :func:`leaky_relu`."""
+    return leaky_relu(input, negative_slope, True)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """Clamp to ``[min_val, max_val]``."""
-    return _inplace(input, lambda a: a.clamp(min_val, max_val)) if inplace else input.clamp(min_val, max_val)
+    return _act(input, inplace, lambda a: a.clamp(min_val, max_val))
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, True)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
@@ -436,21 +454,56 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+def _elu(a: Tensor, alpha: float) -> Tensor:
+    return _ew.where(a > 0, a, (a.clamp(max=0.0)).expm1() * alpha)
+
+
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x if x > 0 else alpha * (exp(x) - 1)``."""
-    f = lambda a: _ew.where(a > 0, a, (a.clamp(max=0.0)).expm1() * alpha)  # noqa: E731
-    return _inplace(input, f) if inplace else f(input)
+    return _act(input, inplace, lambda a: _elu(a, alpha))
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`elu`."""
+    return elu(input, alpha, True)
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """Scaled ELU with PyTorch's constants."""
     a, s = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-    return elu(input, a) * s
+    return _act(input, inplace, lambda x: _elu(x, a) * s)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place :func:`selu`."""
+    return selu(input, True)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
-    return _ew.where(input > 0, input, (input.clamp(max=0.0) / alpha).expm1() * alpha)
+    return _act(input, inplace, lambda a: _ew.where(a > 0, a, (a.clamp(max=0.0) / alpha).expm1() * alpha))
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`celu`."""
+    return celu(input, alpha, True)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: in training each ``x <= 0`` is scaled by a slope drawn from
+    ``U(lower, upper)``; in eval by ``(lower + upper) / 2``."""
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    slope = _make(random.sample("uniform", tuple(input.shape), input._value.dtype, lower, upper))
+    return _act(input, inplace, lambda a: _ew.where(a > 0, a, a * slope))
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, True)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -464,7 +517,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * sigmoid(x)``."""
-    return _inplace(input, lambda a: a * a.sigmoid()) if inplace else input * input.sigmoid()
+    return _act(input, inplace, lambda a: a * a.sigmoid())
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -476,7 +529,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
-    return input * softplus(input).tanh()
+    return _act(input, inplace, lambda a: a * softplus(a).tanh())
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -491,12 +544,12 @@ def logsigmoid(input: Tensor) -> Tensor:
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6``."""
-    return (input + 3.0).clamp(0.0, 6.0) / 6.0
+    return _act(input, inplace, lambda a: (a + 3.0).clamp(0.0, 6.0) / 6.0)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
-    return input * hardsigmoid(input)
+    return _act(input, inplace, lambda a: a * hardsigmoid(a))
 
 
 def tanhshrink(input: Tensor) -> Tensor:
@@ -506,7 +559,15 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x if x > threshold else value``."""
-    return _ew.where(input > threshold, input, value)
+    return _act(input, inplace, lambda a: _ew.where(a > threshold, a, value))
+
+
+_threshold = threshold   # (for threshold_, whose argument shadows the name)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place :func:`threshold`."""
+    return _threshold(input, threshold, value, True)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -603,7 +664,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if not training or p == 0.0:
         return input
     mask = _dropout_mask(input, p, input.shape)
-    return _inplace(input, lambda a: a * mask) if inplace else input * mask
+    return _act(input, inplace, lambda a: a * mask)
 
 
 def _channel_dropout(input, p, training, inplace, batched_ndim):
@@ -613,7 +674,7 @@ def _channel_dropout(input, p, training, inplace, batched_ndim):
     lead = 2 if input.dim() == batched_ndim else 1
     shape = tuple(input.shape[:lead]) + (1,) * (input.dim() - lead)
     mask = _dropout_mask(input, p, shape)
-    return _inplace(input, lambda a: a * mask) if inplace else input * mask
+    return _act(input, inplace, lambda a: a * mask)
 
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -624,6 +685,11 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of (N, C, H, W) input."""
     return _channel_dropout(input, p, training, inplace, 4)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, D, H, W) input."""
+    return _channel_dropout(input, p, training, inplace, 5)
 
 
 # ---------------------------------------------------------------- normalization

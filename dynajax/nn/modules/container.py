@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from typing import Iterable
+from collections.abc import Iterable
 
+from ... import _epoch
 from ..parameter import Parameter
 from .module import Module, _addindent
 
@@ -31,6 +32,16 @@ class _ListAccess:
 
     def _renumber(self, mods: list) -> None:
         self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
+        _epoch.bump()   # (children changed hands, as Module.__delattr__ says)
+
+    def pop(self, key):
+        """Remove the module (or, for a slice, the container of modules) at ``key`` and return it."""
+        v = self[key]
+        del self[key]
+        return v
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -47,11 +58,12 @@ class _ListAccess:
             self.append(m)
         return self
 
-    def insert(self, index: int, module: Module):
+    def _insert(self, index: int, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
         mods = list(self._modules.values())
-        mods.insert(index, module)
+        mods.insert(operator.index(index), module)
         self._renumber(mods)
-        return self
 
 
 class Sequential(_ListAccess, Module):
@@ -71,8 +83,43 @@ class Sequential(_ListAccess, Module):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
         return list(self._modules.values())[_index(idx, len(self))]
 
+    def insert(self, index: int, module: Module) -> "Sequential":
+        """Insert ``module`` before position ``index`` (``-len(self) <= index <= len(self)``); returns self."""
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        self._insert(index, module)
+        return self
+
+    def _check_seq(self, other) -> None:
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+
+    def _check_factor(self, other) -> None:
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+
     def __add__(self, other: "Sequential") -> "Sequential":
+        self._check_seq(other)
         return Sequential(*self, *other)
+
+    def __iadd__(self, other: "Sequential") -> "Sequential":
+        self._check_seq(other)
+        return self.extend(list(other))
+
+    def __mul__(self, other: int) -> "Sequential":
+        self._check_factor(other)
+        return Sequential(*(list(self) * other))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other: int) -> "Sequential":
+        self._check_factor(other)
+        return self.extend(list(self) * (other - 1))
 
     def forward(self, input):
         for m in self._modules.values():
@@ -92,6 +139,16 @@ class ModuleList(_ListAccess, Module):
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
         return self._modules[str(_index(idx, len(self)))]
+
+    def extend(self, modules: Iterable[Module]) -> "ModuleList":
+        """Append the modules of an iterable; returns self."""
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
+        return super().extend(modules)
+
+    def insert(self, index: int, module: Module) -> None:
+        """Insert ``module`` before position ``index`` (returns None, as PyTorch's)."""
+        self._insert(index, module)
 
     def __iadd__(self, modules) -> "ModuleList":
         return self.extend(modules)
@@ -128,6 +185,7 @@ class _DictAccess:
 
     def __delitem__(self, key: str) -> None:
         del self._d()[key]
+        _epoch.bump()
 
     def __len__(self) -> int:
         return len(self._d())
@@ -148,10 +206,14 @@ class _DictAccess:
         return self._d().items()
 
     def pop(self, key: str):
-        return self._d().pop(key)
+        """Remove ``key`` and return its value (no default, as PyTorch's)."""
+        v = self[key]
+        del self[key]
+        return v
 
     def clear(self) -> None:
         self._d().clear()
+        _epoch.bump()
 
     def update(self, values) -> None:
         for k, v in (values.items() if hasattr(values, "items") else values):
