@@ -181,3 +181,33 @@ def test_compiled_step_with_pow_then_inplace_matches_eager_and_torch():
         assert_close(w.grad, wt.grad)
     np.testing.assert_allclose(runs["compiled"][0], runs["eager"][0], rtol=1e-6)
     np.testing.assert_allclose(runs["compiled"][1], runs["eager"][1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("layer", ["batchnorm_relu_inplace", "lstm_cell", "gru_cell", "lstm", "gru"])
+def test_layers_whose_outputs_are_changed_in_place_backpropagate_as_torchs(layer):
+    """ResNet's ``BatchNorm2d`` + ``ReLU(inplace=True)``, an in-place op on a recurrent cell's new state or on an
+    RNN's output sequence: PyTorch saves the batch statistics and the gates, not these outputs, so backward runs
+    -- here too (the rules read their saved arrays, which in-place writes leave alone), with PyTorch's gradients."""
+    rng = np.random.default_rng(0)
+
+    def build(lib):
+        nn = lib.nn
+        if layer == "batchnorm_relu_inplace":
+            return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(inplace=True),
+                                 nn.Conv2d(3, 2, 3)).double()
+        return {"lstm_cell": nn.LSTMCell, "gru_cell": nn.GRUCell, "lstm": nn.LSTM, "gru": nn.GRU}[layer](3, 4).double()
+
+    def run(lib, m):
+        x = lib.tensor(rng_x[0] if layer == "batchnorm_relu_inplace" else rng_x[1], requires_grad=True)
+        out = m(x)
+        out = out[0] if isinstance(out, tuple) else out
+        if layer != "batchnorm_relu_inplace":
+            out.relu_()
+        out.pow(2).sum().backward()
+        return [x.grad.numpy()] + [p.grad.numpy() for p in m.parameters()]
+    rng_x = (rng.standard_normal((2, 2, 5, 5)), rng.standard_normal((4, 3)) if "cell" in layer
+             else rng.standard_normal((5, 4, 3)))
+    tm, dm = build(torch), build(dj)
+    dm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    for a, b in zip(run(dj, dm), run(torch, tm), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

@@ -463,9 +463,13 @@ batch_norm_train = op("batch_norm", nout=3, backward_name="NativeBatchNormBackwa
 _bn_backward = vjp_chain("batch_norm_backward", _bn_backward_impl, 3, 8, 1)
 
 
-@batch_norm_train.defvjp
 def _bn_vjp(g, out, x, w, b, **p):
     return tuple(apply(_bn_backward, *g, x, out[1], out[2], w, b, **p))
+
+
+# the batch statistics only, as PyTorch saves them: the output may change in place (a ReLU(inplace=True) after
+# it, ResNet's pattern); the rule reads the saved arrays, which no in-place write reaches
+batch_norm_train.defvjp(_bn_vjp, saves_out=(1, 2))
 
 
 @op("batch_norm_running_stats", nout=2)

@@ -233,10 +233,12 @@ def _lstm_rule(g, out, gi, h0, c0, w_hh, b_hh, *mask, **params):
 
 
 # the final states and the residuals are often unused: their rules take None cotangents
+# Only the residuals count as saved (an in-place write to the output sequence or final state, which PyTorch's
+# RNNs allow, is not an error); the rules read the saved arrays, which no in-place write reaches.
 rnn_scan = op("rnn_scan", nout=3)(_rnn_impl)
-rnn_scan.defvjp(_rnn_rule)
+rnn_scan.defvjp(_rnn_rule, saves_out=(2,))
 lstm_scan = op("lstm_scan", nout=5)(_rnn_impl)
-lstm_scan.defvjp(_lstm_rule)
+lstm_scan.defvjp(_lstm_rule, saves_out=(3, 4))
 rnn_scan.none_cotangents = lstm_scan.none_cotangents = True
 
 
@@ -305,8 +307,8 @@ def _cell_rule(g, out, *args, mode):
 
 rnn_cell = op("rnn_cell", nout=3)(_cell_impl)
 lstm_cell = op("lstm_cell", nout=4)(_cell_impl)
-rnn_cell.defvjp(_cell_rule)
-lstm_cell.defvjp(_cell_rule)
+rnn_cell.defvjp(_cell_rule, saves_out=(1, 2))   # the projections, not the new state (as for the scans)
+lstm_cell.defvjp(_cell_rule, saves_out=(2, 3))
 rnn_cell.none_cotangents = lstm_cell.none_cotangents = True   # the projections are usually unused
 
 
