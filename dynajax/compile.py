@@ -40,6 +40,7 @@ import collections
 import functools
 import gc
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -130,7 +131,9 @@ class Compiled:
         # with it, 2.2 / 2.3 / 3.7 ms without. They die by reference counting (a call leaves no cycles:
         # test_a_compiled_step_leaves_no_reference_cycles); a cycle a user's step makes is collected
         # once the GC runs again after the call.
-        with _gc_paused():
+        # one call at a time in the process, from start to write-back: tensors hold a recording's values until
+        # its results are written back, and another thread's call may read the same tensors
+        with _CALLS, _gc_paused():
             return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
@@ -185,7 +188,11 @@ class Compiled:
                 return result   # this graph was checked before; the step already ran eagerly
         else:
             compiled_before = st.compile_time
-            exe = self._compile(plan, cap, args)
+            try:
+                exe = self._compile(plan, cap, args)
+            except BaseException:
+                _restore(cap)
+                raise
             first = True
         if self.verify:
             self._check(plan, cap, exe)
@@ -534,6 +541,9 @@ def _first_call_done(st: CompileStats) -> None:
     and whether the executable came from the disk cache."""
     st.compile_time += time.perf_counter()
     st.cache_loads += _compile_cache.loads()
+
+
+_CALLS = threading.RLock()   # held through a compiled call (reentrant: a step calling a compiled step gets its error)
 
 
 class _gc_paused:

@@ -1105,3 +1105,72 @@ def test_reading_a_gradient_mid_step_is_a_graph_break_with_eagers_values(read):
     for a, b in zip(gp, wp):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert f.stats.graph_breaks >= 3
+
+
+def test_two_threads_calling_one_compiled_step_on_shared_inputs_get_eagers_losses():
+    """Calls from two threads on the same input tensors (separate models): each call holds its recording's
+    values in the shared tensors until its results are written back, so calls run one at a time and each
+    thread's losses are eager's."""
+    import threading
+
+    def build():
+        dj.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        return m, optim.SGD(m.parameters(), lr=0.1)
+
+    def step(m, opt, x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    x, y = dj.tensor(X), dj.tensor(Y)
+    m, opt = build()
+    want = [float(step(m, opt, x, y)) for _ in range(5)]
+    compiled = dj.compile(step)
+    models = [build() for _ in range(2)]
+    got, errors = {0: [], 1: []}, []
+
+    def worker(k):
+        try:
+            for _ in range(5):
+                got[k].append(float(compiled(*models[k], x, y)))
+        except Exception as e:   # reported below, with the thread
+            errors.append((k, repr(e)))
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k in range(2):
+        np.testing.assert_allclose(got[k], want, rtol=1e-5)
+
+
+def test_an_error_while_compiling_leaves_the_state_as_before(monkeypatch):
+    """An exception from compiling a new graph (after the recording) propagates, and every tensor the recording
+    touched holds its array again: later calls work."""
+    dj.manual_seed(0)
+    m = _mlp()
+    opt = optim.SGD(m.parameters(), lr=0.1)
+
+    @dj.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    before = [p.detach().numpy().copy() for p in m.parameters()]
+    cls = type(step)
+
+    def broken(self, *a):
+        raise MemoryError("out of memory while compiling")
+    monkeypatch.setattr(cls, "_compile", broken)
+    with pytest.raises(MemoryError, match="while compiling"):
+        step(dj.tensor(X), dj.tensor(Y))
+    for p, b in zip(m.parameters(), before):
+        np.testing.assert_array_equal(p.detach().numpy(), b)
+        assert p.grad is None
+    monkeypatch.undo()
+    assert np.isfinite(float(step(dj.tensor(X), dj.tensor(Y))))
