@@ -208,6 +208,9 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
             return None
         spec.append(("o", i))
         returned.add(id(leaf))
+        base = leaf._base   # a view the step made of a tensor it made (``out[0]``, ``loss.detach()``): that
+        if base is not None and id(base) in cap.born_ids:   # tensor lives on only through the recording's result
+            returned.add(id(base))
     grad_of = {id(t.grad): t for t, _, _, _ in cap.adopted if t.grad is not None and id(t.grad) in cap.born_ids}
     writes = []   # (how, object | argument position, True: an output | False: an input, position)
     for obj, var, kind in plan.targets:

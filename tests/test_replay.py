@@ -506,3 +506,30 @@ def test_replays_write_the_calls_own_arguments_views_and_returned_grads_as_eager
     np.testing.assert_array_equal(det, w)
     np.testing.assert_array_equal(data, w)
     np.testing.assert_array_equal(row, w[0])
+
+
+def test_results_returned_as_views_keep_their_values_through_later_replays():
+    """A step returning views of tensors it made (``out[0]``, ``loss.detach()``): every call's results, the
+    recorded ones included, keep their values while later calls replay -- the views' bases live on only through
+    those results, and a replay writes nothing into them."""
+    def run(replay):
+        dj.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = dj.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            out = m(x)
+            loss = F.cross_entropy(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return out[0], loss.detach()
+        f = dj.compile(step, replay=True) if replay else step
+        x, y = dj.tensor(np.linspace(-1, 1, 30, dtype=np.float32).reshape(5, 6)), dj.tensor(np.arange(5) % 3)
+        kept = [f(x, y) for _ in range(6)]
+        return [[t.detach().numpy() for t in r] for r in kept], f
+    (want, _), (got, f) = run(False), run(True)
+    assert f.stats.replayed == 3   # (the first call makes the momentum buffers: two more recordings agree)
+    for w, g in zip(want, got):
+        for a, b in zip(w, g):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
