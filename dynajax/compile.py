@@ -466,7 +466,9 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     ``dynamic={"x": {0: [16, 32, 64]}}`` pads dim 0 of argument ``x`` up to the
     next bucket (an int: a multiple of it), with ``pad={"x": value}`` (default 0),
     so every length in a bucket runs one executable; recurrent layers keep their
-    state past the true length and returned tensors are sliced back (``_bucketing``).
+    state past the true length and returned tensors are sliced back along every dim whose size is a padded
+    size, by size alone: a returned dim that only equals a bucket size (a hidden size) is cut too
+    (``_bucketing``).
     A length whose bucket has no executable yet runs in a larger bucket that has
     one, until the time its extra padding costs adds up to a compile
     (``stats.bucket_reuses`` counts those calls).
