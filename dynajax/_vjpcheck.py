@@ -44,7 +44,7 @@ class CustomVJPCheck:
             res = orig_apply(cls, *args, **kwargs)
             outs = res if isinstance(res, tuple) else (res,)
             node = next((o.grad_fn for o in outs if isinstance(o, Tensor) and o.grad_fn is not None), None)
-            if node is not None and isinstance(node.op, _FunctionOp):
+            if node is not None and isinstance(node.op, _FunctionOp) and getattr(cls, "_vjp_checked", True):
                 out_vars = [cap.var_of(o).idx if isinstance(o, Tensor) else None for o in outs]
                 check.calls[id(node)] = (node, cls, pos, in_vars, in_arrays, (start, len(cap.eqns)), out_vars)
             return res

@@ -1174,3 +1174,29 @@ def test_an_error_while_compiling_leaves_the_state_as_before(monkeypatch):
         assert p.grad is None
     monkeypatch.undo()
     assert np.isfinite(float(step(dj.tensor(X), dj.tensor(Y))))
+
+
+@pytest.mark.parametrize("case", ["grad_changing_backward_hook", "bfloat16"])
+def test_verify_accepts_what_eager_does(case):
+    """``verify=True`` compares the compiled step with eager's, and only where they may differ: a module's full
+    backward hook that changes the input gradient (the hook's own Function is not a custom backward to check
+    against jax.vjp), a bfloat16 model (compared to a few of its roundings, not exactly)."""
+    def run(compiled):
+        dj.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        if case == "bfloat16":
+            m = m.to(dj.bfloat16)
+        else:
+            m[2].register_full_backward_hook(lambda mod, gi, go: (gi[0] * 0.5,))
+        opt = optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x).float(), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = dj.compile(step, verify=True) if compiled else step
+        x = dj.tensor(X).to(dj.bfloat16) if case == "bfloat16" else dj.tensor(X)
+        return [float(f(x, dj.tensor(Y))) for _ in range(3)]
+    np.testing.assert_allclose(run(True), run(False), rtol=1e-2 if case == "bfloat16" else 1e-5)
