@@ -87,10 +87,16 @@ class Tensor:
         return self._value.dtype.kind == "c"
 
     def is_contiguous(self, memory_format=None) -> bool:
-        return True
+        """Whether PyTorch would lay this tensor out contiguously (a view's strides: ``views.layout``)."""
+        if self._base is None:
+            return True
+        from .ops.views import is_contiguous
+        return is_contiguous(self)
 
     def contiguous(self, memory_format=None) -> "Tensor":
-        return self
+        """This tensor, or where it is a view PyTorch would not lay out contiguously (``t()``, a column) a copy:
+        a write to the result reaches this tensor exactly where it would in PyTorch."""
+        return self if self.is_contiguous() else self.clone()
 
     def data_ptr(self) -> int:
         return id(self._base if self._base is not None else self)

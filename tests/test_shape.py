@@ -280,3 +280,41 @@ def test_broadcast_and_reshape_match_numpy(a, b, data):
         shape = list(shape)
         shape[data.draw(st.integers(0, len(shape) - 1))] = -1
     np.testing.assert_array_equal(to_np(dj.tensor(x).reshape(shape)), x.reshape(shape))
+
+
+_LAYOUTS = {   # a view of arange(24).reshape(2, 3, 4), as PyTorch lays it out
+    "base": lambda x: x, "transpose": lambda x: x[0].t(), "permute": lambda x: x.permute(2, 0, 1),
+    "row": lambda x: x[1], "column": lambda x: x[:, 1], "step": lambda x: x[:, ::2], "last dims": lambda x: x[..., 1:3],
+    "narrow 0": lambda x: x.narrow(0, 1, 1), "expand": lambda x: x[:, :1].expand(2, 3, 4),
+    "unsqueeze": lambda x: x.unsqueeze(1), "diagonal": lambda x: x[0, :, :3].diagonal(),
+    "unbind 2": lambda x: x.unbind(2)[0], "chunk 2": lambda x: x.chunk(2, 2)[1], "split 0": lambda x: x.split(1, 0)[1],
+    "transpose of a transpose": lambda x: x.transpose(0, 2).transpose(0, 2), "detach of a column": lambda x: x[:, 1].detach(),
+}
+
+
+@pytest.mark.parametrize("name", list(_LAYOUTS))
+def test_contiguity_and_what_writes_reach_follow_pytorchs_strides(name):
+    """A view is contiguous where PyTorch's strides would be; ``contiguous()`` and ``reshape``/``flatten`` copy a
+    view exactly where PyTorch's do, so a write to their result reaches the base exactly where it would in
+    PyTorch, and ``view`` raises PyTorch's error where it cannot view."""
+    def run(lib):
+        out = {}
+        x = lib.arange(24.0).reshape(2, 3, 4)
+        v = _LAYOUTS[name](x)
+        out["contiguous"] = v.is_contiguous()
+        for how in ("contiguous", "reshape", "flatten"):
+            x = lib.arange(24.0).reshape(2, 3, 4)
+            v = _LAYOUTS[name](x)
+            if name == "expand" and how != "contiguous":
+                continue
+            r = v.contiguous() if how == "contiguous" else v.reshape(-1) if how == "reshape" else v.flatten()
+            with lib.no_grad():
+                r.view(-1)[0] = -1.0   # (view of a contiguous result: always allowed)
+            out[how] = x.flatten().tolist()
+        try:
+            _LAYOUTS[name](lib.arange(24.0).reshape(2, 3, 4)).view(-1)
+            out["view"] = "ok"
+        except RuntimeError as e:
+            out["view"] = "view size is not compatible" in str(e)
+        return out
+    assert run(dj) == run(torch)

@@ -60,6 +60,7 @@ from .modules.activation import Softmax as Softmax
 from .modules.activation import LogSoftmax as LogSoftmax
 from .modules.activation import Softmin as Softmin
 from .modules.activation import PReLU as PReLU
+from .modules.activation import RReLU as RReLU
 from .modules.loss import MSELoss as MSELoss
 from .modules.loss import L1Loss as L1Loss
 from .modules.loss import SmoothL1Loss as SmoothL1Loss

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._tensor import Tensor, _wrap_dim, method
 from .registry import apply, op
-from .views import make_view
+from .views import layout, make_view, view_strides
 
 __all__ = ["reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "ravel", "expand", "expand_as",
            "broadcast_to", "broadcast_tensors", "broadcast_shapes", "permute", "transpose", "swapaxes", "swapdims",
@@ -47,9 +47,20 @@ def _reshape(x, *, shape, in_shape):
 _reshape.defvjp(lambda g, out, x, *, shape, in_shape: (reshape(g, in_shape),))
 
 
-@method("reshape", "view")
+@method()
 def reshape(input: Tensor, *shape) -> Tensor:
-    """The same elements in a new ``shape`` (one dim may be -1); a view of ``input``."""
+    """The same elements in a new ``shape`` (one dim may be -1): a view of ``input`` where PyTorch's would be
+    one, else a copy (a view PyTorch lays out so that no strides give ``shape``: ``x.t().reshape(-1)``)."""
+    return _reshaped(input, shape, copy=True)
+
+
+@method()
+def view(input: Tensor, *shape) -> Tensor:
+    """``reshape`` that never copies: PyTorch's RuntimeError where it would have to (or ``view(dtype)``)."""
+    return _reshaped(input, shape, copy=False)
+
+
+def _reshaped(input: Tensor, shape: tuple, copy: bool) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and not hasattr(shape[0], "__index__"):
         from .. import _dtype  # x.view(dtype): reinterpret the bits
         return _view_dtype(input, _dtype.to_np(shape[0]))
@@ -57,6 +68,13 @@ def reshape(input: Tensor, *shape) -> Tensor:
     shape = infer_shape(_sizes(shape), v.size)
     if shape == tuple(v.shape):
         return make_view(_reshape, input, shape=shape, in_shape=shape)
+    if input._base is not None:
+        lay = layout(input)
+        if lay is not None and view_strides(lay[0], lay[1], shape) is None:
+            if not copy:
+                raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                                   "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+            input = input.clone()
     return make_view(_reshape, input, shape=shape, in_shape=tuple(v.shape))
 
 
@@ -66,9 +84,6 @@ def _view_dtype(input: Tensor, np_dtype) -> Tensor:
     if np_dtype.itemsize != input._value.dtype.itemsize:
         raise RuntimeError("view(dtype) with a different element size is not supported")
     return _make(jax.lax.bitcast_convert_type(input._value, np_dtype))
-
-
-view = reshape
 
 
 @method()

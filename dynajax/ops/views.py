@@ -10,6 +10,8 @@ recomputed from its base on next use.
 """
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -201,3 +203,116 @@ def _rebind(t: Tensor, r: Tensor) -> None:
     t._value = r._value
     if grad_mode.state.enabled and (r.grad_fn is not None or t.grad_fn is not None):
         t.grad_fn, t._out_idx, t._rg = r.grad_fn, r._out_idx, r._rg
+
+
+# ---------------------------------------------------------------- strides, as PyTorch would lay a view out
+# JAX arrays have no strides; a view here is a chain of view ops from its base. Which of them PyTorch
+# could make without a copy, and which are contiguous, follows from the strides those ops give a
+# contiguous base: ``contiguous()`` copies a non-contiguous view, ``reshape`` one it cannot view, ``view``
+# raises there -- so a write to their result reaches the base exactly where it would in PyTorch.
+def _contiguous_strides(shape) -> list:
+    strides, n = [], 1
+    for s in reversed(shape):
+        strides.append(n)
+        n *= s
+    return strides[::-1]
+
+
+def view_strides(shape, strides, new_shape):
+    """Strides of a view of ``shape``/``strides`` as ``new_shape`` (PyTorch's ``computeStride``), or None where
+    no view can have that shape (its elements are not evenly spaced along some new dim)."""
+    if math.prod(shape) == 0 or not shape:
+        return _contiguous_strides(new_shape)
+    new = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    base = strides[-1]
+    tensor_n = view_n = 1
+    for d in range(len(shape) - 1, -1, -1):
+        tensor_n *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_n * base):
+            while view_d >= 0 and (view_n < tensor_n or new_shape[view_d] == 1):
+                new[view_d] = view_n * base
+                view_n *= new_shape[view_d]
+                view_d -= 1
+            if view_n != tensor_n:
+                return None
+            if d > 0:
+                base = strides[d - 1]
+                tensor_n = view_n = 1
+    return new if view_d == -1 else None
+
+
+def _step_layout(step, shape: list, strides: list):
+    """(shape, strides) after view op ``step`` (None: an op whose layout is not modelled)."""
+    o, params = step
+    p = dict(params)
+    name = o.name
+    if name == "reshape":
+        new = view_strides(shape, strides, p["shape"])
+        return None if new is None else (list(p["shape"]), new)
+    if name == "permute":
+        return [shape[i] for i in p["dims"]], [strides[i] for i in p["dims"]]
+    if name == "expand":
+        out = list(p["shape"])
+        lead = len(out) - len(shape)
+        return out, [0] * lead + [0 if shape[i] == 1 and out[lead + i] != 1 else strides[i] for i in range(len(shape))]
+    if name == "slice":
+        new_shape, new_strides, d = [], [], 0
+        for b in p["basic"]:
+            if b is None:
+                new_shape.append(1)
+                new_strides.append(1)
+            elif isinstance(b, int):
+                d += 1
+            else:
+                start, stop, step_ = b
+                if start is not None:
+                    new_shape.append(len(range(start, stop, step_)))
+                    new_strides.append(strides[d] * step_)
+                else:
+                    new_shape.append(shape[d])
+                    new_strides.append(strides[d])
+                d += 1
+        return new_shape + shape[d:], new_strides + strides[d:]
+    if name == "diagonal":
+        off, d1, d2 = p["offset"], p["dim1"], p["dim2"]
+        n = max(0, min(shape[d1], shape[d2] - off) if off >= 0 else min(shape[d1] + off, shape[d2]))
+        keep = [i for i in range(len(shape)) if i not in (d1, d2)]
+        return [shape[i] for i in keep] + [n], [strides[i] for i in keep] + [strides[d1] + strides[d2]]
+    return None
+
+
+def layout(t: Tensor):
+    """(shape, strides) PyTorch would give tensor ``t``: a base's are contiguous, a view's follow its chain;
+    None where the chain has a step no stride model covers, or that PyTorch would have copied."""
+    if t._base is None:
+        shape = list(t._value.shape)
+        return shape, _contiguous_strides(shape)
+    shape = list(t._base._value.shape)
+    strides = _contiguous_strides(shape)
+    for step in t._view:
+        if is_detach(step):
+            continue
+        got = _step_layout(step, shape, strides)
+        if got is None:
+            return None
+        shape, strides = got
+    return shape, strides
+
+
+def is_contiguous(t: Tensor) -> bool:
+    """PyTorch's ``is_contiguous``: the strides of every dim longer than 1 are those of a fresh tensor."""
+    lay = layout(t)
+    if lay is None:
+        return True
+    shape, strides = lay
+    if math.prod(shape) == 0:
+        return True
+    expected = 1
+    for s, st in zip(reversed(shape), reversed(strides)):
+        if s == 1:
+            continue
+        if st != expected:
+            return False
+        expected *= s
+    return True
