@@ -451,6 +451,38 @@ def test_a_write_through_detach_is_versioned_and_one_through_data_is_not_as_in_t
     assert w._version == v + 1 and w.tolist() == [3.0, 3.0]
 
 
+def test_a_custom_function_marking_its_input_dirty_returns_it_as_torchs():
+    """``ctx.mark_dirty(x)`` for an input ``forward`` changed in place: the output is ``x`` itself, its history
+    now the Function (a gradient through ``x`` runs the custom backward), its version bumped as PyTorch bumps
+    it; marking a leaf that requires grad raises PyTorch's error."""
+    def run(lib):
+        class Double(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(2)
+                ctx.mark_dirty(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        a = lib.tensor([1.0, -2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        x = a * 1
+        y = Double.apply(x)
+        out = {"same": y is x, "version": x._version, "value": x.tolist()}
+        (x * x).sum().backward()
+        out["grad"] = a.grad.tolist()
+        try:
+            Double.apply(lib.ones(2, requires_grad=True))
+        except RuntimeError as e:
+            out["leaf"] = str(e)
+        with lib.no_grad():
+            z = lib.ones(2)
+            out["no_grad"] = (Double.apply(z) is z, z._version)
+        return out
+    assert run(dj) == run(torch)
+
+
 def test_custom_function_saved_tensor_version_check():
     x = leaf([1.0])
     h = x * 1

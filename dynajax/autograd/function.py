@@ -26,6 +26,7 @@ class FunctionCtx:
         self._saved = ()
         self.needs_input_grad: tuple = ()
         self._non_diff: set = set()
+        self._dirty: tuple = ()
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
@@ -51,7 +52,9 @@ class FunctionCtx:
         self._non_diff.update(id(t) for t in tensors)
 
     def mark_dirty(self, *tensors) -> None:
-        pass
+        """Declare ``tensors`` (inputs) changed in place by ``forward``: ``apply`` returns each of them as the
+        output it is, its history moved onto this Function, as PyTorch does."""
+        self._dirty = tensors
 
     def set_materialize_grads(self, value: bool) -> None:
         self.materialize_grads = bool(value)
@@ -104,6 +107,10 @@ class Function:
         single = not isinstance(result, tuple)
         outs = (result,) if single else result
         track = grad_mode.state.enabled and any(ctx.needs_input_grad)
+        for t in ctx._dirty:
+            if track and t.grad_fn is None and t._rg:
+                raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+            t._vc[0] += 1
         if not track:
             return result
         op = _FunctionOp(cls)
@@ -122,8 +129,12 @@ class Function:
         node = Node(op, {"ctx": ctx, "nout": len(outs)}, tuple(edges), tuple(None for _ in args),
                     tuple(None for _ in args), tuple(in_meta), None, out_meta)
         wrapped = []
+        dirty = {id(t) for t in ctx._dirty if t._base is None}
         for i, o in enumerate(outs):
-            if isinstance(o, Tensor) and id(o) not in ctx._non_diff and o.dtype.is_floating_point:
+            if isinstance(o, Tensor) and id(o) in dirty:   # the input itself, its history now this Function
+                o.grad_fn, o._out_idx, o._rg = node, i, True
+                wrapped.append(o)
+            elif isinstance(o, Tensor) and id(o) not in ctx._non_diff and o.dtype.is_floating_point:
                 wrapped.append(_make(o._value, True, node, i))
             else:
                 wrapped.append(o)
