@@ -483,6 +483,52 @@ def test_a_custom_function_marking_its_input_dirty_returns_it_as_torchs():
     assert run(dj) == run(torch)
 
 
+def test_custom_function_backward_is_checked_as_torchs():
+    """PyTorch's checks of a custom Function: more gradients than inputs (but extra Nones) raise; a gradient of a
+    shape the input does not broadcast to raises (one it broadcasts to is summed back); a second backward
+    through saved tensors raises; an output saved with save_for_backward and then changed in place fails the
+    backward."""
+    def run(lib):
+        def fn(fwd, bwd):
+            return type("F", (lib.autograd.Function,), {"forward": staticmethod(fwd), "backward": staticmethod(bwd)})
+
+        def attempt(f):
+            try:
+                return f()
+            except RuntimeError as e:
+                return type(e).__name__
+        x = lambda: lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)   # noqa: E731
+        out = {}
+        extra = fn(lambda ctx, a: a * 2, lambda ctx, g: (g, g))
+        out["extra"] = attempt(lambda: extra.apply(x()).sum().backward())
+        nones = fn(lambda ctx, a: a * 2, lambda ctx, g: (g * 2, None))
+        out["nones"] = attempt(lambda: (lambda a: (nones.apply(a).sum().backward(), a.grad.tolist())[1])(x()))
+        wide = fn(lambda ctx, a: a * 2, lambda ctx, g: g.expand(2, 3))
+        out["wide"] = attempt(lambda: (lambda a: (wide.apply(a).sum().backward(), a.grad.tolist())[1])(x()))
+        scalar = fn(lambda ctx, a: a * 2, lambda ctx, g: g.sum())
+        out["scalar"] = attempt(lambda: scalar.apply(x()).sum().backward())
+
+        def saves(ctx, a):
+            ctx.save_for_backward(a)
+            return a * 2
+        twice = fn(saves, lambda ctx, g: g * ctx.saved_tensors[0])
+
+        def second():
+            y = twice.apply(x()).sum()
+            y.backward()
+            y.backward()
+        out["twice"] = attempt(second)
+
+        def saves_out(ctx, a):
+            y = a * 2
+            ctx.save_for_backward(y)
+            return y
+        changed = fn(saves_out, lambda ctx, g: g * ctx.saved_tensors[0])
+        out["changed"] = attempt(lambda: (lambda y: (y.add_(1), y.sum().backward()))(changed.apply(x())))
+        return out
+    assert run(dj) == run(torch)
+
+
 def test_custom_function_saved_tensor_version_check():
     x = leaf([1.0])
     h = x * 1

@@ -288,6 +288,10 @@ def free_node(node: Node) -> None:
     """Drop what ``node``'s rule saved (after a backward without ``retain_graph``); a second backward
     through it then raises PyTorch's error."""
     saved = node.saved
+    ctx = node.params.get("ctx") if type(node.params) is dict else None
+    if ctx is not None and getattr(ctx, "_saved", None):   # a custom Function's save_for_backward
+        node.freed = True
+        ctx._saved = ()
     if node.out_saved is not None or any([isinstance(s, tuple) for s in saved]):
         node.freed = True
         node.saved = tuple([None if isinstance(s, tuple) else s for s in saved])

@@ -27,6 +27,7 @@ class FunctionCtx:
         self.needs_input_grad: tuple = ()
         self._non_diff: set = set()
         self._dirty: tuple = ()
+        self._in_meta: tuple = ()
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
@@ -79,9 +80,18 @@ class _FunctionOp:
         with grad_mode.enable_grad() if grad_mode.state.enabled else grad_mode.no_grad():
             res = ctx._cls.backward(ctx, *grads)
         res = res if isinstance(res, tuple) else (res,)
-        if len(res) < len(inputs):
-            raise RuntimeError(f"function {ctx._cls.__name__}Backward returned an incorrect number of gradients "
+        name = ctx._cls.__name__
+        if len(res) < len(inputs) or any(r is not None for r in res[len(inputs):]):   # (extra Nones: allowed)
+            raise RuntimeError(f"function {name}Backward returned an incorrect number of gradients "
                                f"(expected {len(inputs)}, got {len(res)})")
+        for i, (r, a) in enumerate(zip(res, inputs)):   # a gradient the input broadcasts to is summed back
+            shape = getattr(r, "shape", None)
+            meta = ctx._in_meta[i]
+            if shape is not None and meta is not None and tuple(shape) != tuple(meta[0]):
+                want = tuple(meta[0])
+                if len(want) > len(shape) or any(w not in (1, s) for w, s in zip(want[::-1], tuple(shape)[::-1])):
+                    raise RuntimeError(f"Function {name}Backward returned an invalid gradient at index {i} - got "
+                                       f"{list(shape)} but expected shape compatible with {list(want)}")
         return tuple(res[:len(inputs)])
 
 
@@ -125,6 +135,7 @@ class Function:
             else:
                 edges.append(None)
                 in_meta.append((a._value.shape, a._value.dtype) if isinstance(a, Tensor) else None)
+        ctx._in_meta = tuple(in_meta)
         out_meta = tuple((o._value.shape, o._value.dtype) for o in outs if isinstance(o, Tensor))
         node = Node(op, {"ctx": ctx, "nout": len(outs)}, tuple(edges), tuple(None for _ in args),
                     tuple(None for _ in args), tuple(in_meta), None, out_meta)
@@ -135,7 +146,9 @@ class Function:
                 o.grad_fn, o._out_idx, o._rg = node, i, True
                 wrapped.append(o)
             elif isinstance(o, Tensor) and id(o) not in ctx._non_diff and o.dtype.is_floating_point:
-                wrapped.append(_make(o._value, True, node, i))
+                # sharing forward's tensor's version counter: an in-place change of the output after it was
+                # saved with save_for_backward fails the backward, as in PyTorch
+                wrapped.append(_make(o._value, True, node, i, o._vc))
             else:
                 wrapped.append(o)
         return wrapped[0] if single else tuple(wrapped)
