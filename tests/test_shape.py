@@ -318,3 +318,24 @@ def test_contiguity_and_what_writes_reach_follow_pytorchs_strides(name):
             out["view"] = "view size is not compatible" in str(e)
         return out
     assert run(dj) == run(torch)
+
+
+@pytest.mark.parametrize("shape,args", [((10,), (0, 3, 2)), ((2, 5, 4), (1, 2, 1)), ((2, 3, 6), (-1, 3, 3)),
+                                        ((4, 3), (0, 4, 1))])
+def test_tensor_unfold_matches_torch(shape, args):
+    """``Tensor.unfold(dim, size, step)``: PyTorch's windows as a new last dim, values and first and second
+    derivatives (overlapping windows sum their gradients); a view whose writes reach the base and whose
+    contiguity is PyTorch's; its errors."""
+    x = np.random.default_rng(0).standard_normal(shape)
+    compare(lambda t: t.unfold(*args) ** 2, lambda t: t.unfold(*args) ** 2, x, double=True)
+    gradcheck(lambda t: (t.unfold(*args) ** 2).sum(), x, order=2)
+
+    def run(lib):
+        base = lib.tensor(x)
+        v = base.unfold(*args)
+        with lib.no_grad():
+            v[(0,) * v.dim()] = 100.0
+        return base.tolist(), v.is_contiguous(), tuple(v.shape)
+    assert run(dj) == run(torch)
+    raises_like_torch(lambda lib: lib.tensor(x).unfold(0, shape[0] + 1, 1), RuntimeError, "maximum size for tensor")
+    raises_like_torch(lambda lib: lib.tensor(x).unfold(0, 1, 0), RuntimeError, "step is 0 but must be > 0")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -283,3 +284,42 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     d = dim % n
     return reshape(input, shape[:d] + (1,) + shape[d:])
+
+
+# ---------------------------------------------------------------- unfold (sliding windows along a dim)
+def _windows(x, dim: int, size: int, step: int):
+    idx = np.arange((x.shape[dim] - size) // step + 1)[:, None] * step + np.arange(size)   # (windows, size)
+    return jnp.moveaxis(jnp.take(x, idx, axis=dim), dim + 1, -1)
+
+
+@op("unfold_dim")
+def _unfold_dim(x, *, dim, size, step):
+    return _windows(x, dim, size, step)
+
+
+@op("unfold_dim_backward")
+def _unfold_dim_backward(g, *, in_shape, dim, size, step):
+    """The windows' gradients summed back into the input's positions (no input value needed)."""
+    return jax.vjp(lambda x: _windows(x, dim, size, step), jnp.zeros(in_shape, g.dtype))[1](g)[0]
+
+
+_unfold_dim.defvjp(lambda g, out, x, *, dim, size, step: (
+    apply(_unfold_dim_backward, g, in_shape=tuple(x.shape), dim=dim, size=size, step=step),))
+_unfold_dim_backward.defvjp(lambda gg, out, g, *, in_shape, dim, size, step: (
+    apply(_unfold_dim, gg, dim=dim, size=size, step=step),))
+
+
+@method("unfold")
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """The windows of ``size`` elements every ``step`` along ``dimension``, as a new last dim (``Tensor.unfold``);
+    a view (``views.layout`` gives PyTorch's strides: windows ``step`` apart, elements 1 apart)."""
+    shape = tuple(input._value.shape)
+    d = _wrap_dim(dimension, max(len(shape), 1))
+    n = shape[d] if shape else 1
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if size > n or size < 0:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if not shape:
+        return reshape(input, (1,))
+    return make_view(_unfold_dim, input, dim=d, size=int(size), step=int(step))

@@ -274,6 +274,11 @@ def _step_layout(step, shape: list, strides: list):
                     new_strides.append(strides[d])
                 d += 1
         return new_shape + shape[d:], new_strides + strides[d:]
+    if name == "unfold_dim":   # the windows along ``dim``, ``step`` apart; their elements as a new last dim
+        d, size, step_ = p["dim"], p["size"], p["step"]
+        n = (shape[d] - size) // step_ + 1
+        return (shape[:d] + [n] + shape[d + 1:] + [size], strides[:d] + [strides[d] * step_] + strides[d + 1:]
+                + [strides[d]])
     if name == "diagonal":
         off, d1, d2 = p["offset"], p["dim1"], p["dim2"]
         n = max(0, min(shape[d1], shape[d2] - off) if off >= 0 else min(shape[d1] + off, shape[d2]))
