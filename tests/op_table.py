@@ -224,6 +224,9 @@ entry("repeat_interleave_sum", vjp_of(lambda x: dj.repeat_interleave(x, 2, dim=1
 entry("tril", lambda x: dj.tril(x, 0), normal(3, 3))
 entry("triu", lambda x: dj.triu(x, 1), normal(3, 3))
 entry("diagonal", lambda x: dj.diagonal(x, 1), normal(3, 4))
+entry("unfold_dim", lambda x: x.unfold(1, 3, 2), normal(2, 7, 3))
+entry("unfold_dim_backward", vjp_of(lambda x: x.unfold(1, 3, 2)), lambda r: [r.standard_normal((2, 7, 3)),
+                                                                            r.standard_normal((2, 3, 3, 3))])
 entry("diag_embed", dj.diag_embed, normal(2, 3))
 
 # ---------------------------------------------------------------- reductions
