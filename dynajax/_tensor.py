@@ -324,6 +324,23 @@ class Size(tuple):
         r = tuple.__getitem__(self, i)
         return Size(r) if isinstance(i, slice) else r
 
+    # as torch.Size: concatenating with a tuple (either side) and repeating give a Size
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
+    def __mul__(self, n):
+        r = tuple.__mul__(self, n)
+        return r if r is NotImplemented else Size(r)
+
+    __rmul__ = __mul__
+
 
 class _HookHandle:
     def __init__(self, hooks: list, hook) -> None:

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
+from .._capture import is_recorded
 from .._tensor import Tensor, method
+from ..autograd import grad_mode
 from .registry import Op, apply, op, run
-from .views import assign, inplace
+from .views import assign, cast_dtype, inplace
 
 __all__ = [
     "abs", "absolute", "acos", "add", "arccos", "arcsin", "arctan", "arctan2", "asin", "asinh", "atan",
@@ -66,11 +69,32 @@ def export(fn, *aliases, inplace_name: str | None = None):
     return fn
 
 
-def with_out(r: Tensor, out):
-    """Support PyTorch's ``out=`` argument by writing ``r`` into ``out`` in place."""
+def with_out(r: Tensor, out, name: str | None = None):
+    """Support PyTorch's ``out=`` argument by writing the result ``r`` of op ``name`` into ``out`` in place.
+
+    As PyTorch: with grad mode on, a result that requires grad (an input required it) or an ``out`` that
+    requires grad raises "functions with out=... arguments don't support automatic differentiation"; a result
+    of a higher dtype category than ``out``'s (float into int64) raises "result type Float can't be cast to the
+    desired output type Long" (:func:`views.cast_dtype`, as in-place ops). ``name`` (for the message) defaults
+    to the calling function's name. ``out`` of another shape takes ``r``'s (PyTorch resizes it)."""
     if out is None:
         return r
-    return assign(out, r.to(out.dtype) if r._value.dtype != out._value.dtype else r)
+    if grad_mode.state.enabled and (r._rg or out.requires_grad):
+        if name is None:
+            name = _caller_name(r)
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                           f"differentiation, but one of the arguments requires grad.")
+    return assign(out, cast_dtype(out, r))
+
+
+def _caller_name(r: Tensor) -> str:
+    """The op name for :func:`with_out`'s message: the function that called it or, for a factory-made one
+    (``public``, ``fused``: their code name is not the op's), the op that computed ``r``."""
+    name = sys._getframe(2).f_code.co_name
+    if name in ("public", "fused") or name.startswith(("_", "<")):
+        if r.grad_fn is not None:
+            return r.grad_fn.op.name
+    return name
 
 
 def _where0(mask, g):
@@ -78,12 +102,13 @@ def _where0(mask, g):
 
 
 # ---------------------------------------------------------------- unary
-def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool = True):
-    """Declare a unary elementwise op. With ``to_float`` ints and bools compute in the default float dtype."""
+def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool = True, check=None):
+    """Declare a unary elementwise op. With ``to_float`` ints and bools compute in the default float dtype.
+    ``check``: as for :func:`op`."""
     if to_float:
-        o = op(name)(lambda x, *, dtype: impl(x.astype(dtype)))
+        o = op(name, check=check)(lambda x, *, dtype: impl(x.astype(dtype)))
     else:
-        o = op(name)(impl)
+        o = op(name, check=check)(impl)
     if rule is not None:
         o.defvjp(rule)
 
@@ -99,7 +124,7 @@ def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool =
             r = run(o, hit[1], (input,), hit[0])
         else:
             r = apply(o, input)
-        return r if out is None else with_out(r, out)
+        return r if out is None else with_out(r, out, name)
     public.__name__ = name
     public.__qualname__ = name
     public.__doc__ = f"Elementwise ``{name}`` of ``input``, as ``torch.{name}``."
@@ -138,11 +163,19 @@ erfinv = unary("erfinv", jax.scipy.special.erfinv,  # recomputed from x: PyTorch
 lgamma = unary("lgamma", jax.scipy.special.gammaln, lambda g, out, x, **_: (g * digamma(x),))
 digamma = unary("digamma", jax.scipy.special.digamma, lambda g, out, x, **_: (g * polygamma(1, x),))
 square = unary("square", jnp.square, lambda g, out, x: (g * 2 * x,), to_float=False)
-neg = unary("neg", jnp.negative, lambda g, out, x: (-g,), to_float=False)
+def _neg_check(x):
+    """PyTorch's error for ``-`` on a bool tensor."""
+    if x._value.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+neg = unary("neg", jnp.negative, lambda g, out, x: (-g,), to_float=False, check=_neg_check)
 abs = unary("abs", jnp.abs, lambda g, out, x: (g * sign(x),), to_float=False)
 relu = unary("relu", lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
              lambda g, out, x: (_where0(out > 0, g),), to_float=False)
-sign = unary("sign", jnp.sign, lambda g, out, x: (g * 0,), to_float=False)
+sign = unary("sign", lambda x: x if x.dtype == np.bool_ else jnp.sign(x),  # a bool is its own sign (PyTorch)
+             lambda g, out, x: (g * 0,), to_float=False)
 floor = unary("floor", lambda x: jnp.floor(x) if x.dtype.kind == "f" else x,
               lambda g, out, x: (g * 0,), to_float=False)
 ceil = unary("ceil", lambda x: jnp.ceil(x) if x.dtype.kind == "f" else x,
@@ -255,7 +288,7 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
             d = _dtype.default_float_np()
         elif result == "int" and _dtype.is_float(d):
             raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_dtype.from_np(d).legacy_name}'")
-        return with_out(apply(o, input, other, dtype=d), out)
+        return with_out(apply(o, input, other, dtype=d), out, name)
     public.__name__ = public.__qualname__ = method_name or name
     public.__doc__ = f"Elementwise ``{method_name or name}`` with broadcasting and type promotion."
     public.op = o
@@ -302,19 +335,75 @@ def _min_rule(g, out, x, y, **_):
             where(y < x, g, where(x == y, tie, 0.0)) if _is_t(y) else None)
 
 
+_BOOL = np.dtype(np.bool_)
+_PY_BOOLS = (bool, np.bool_)
+
+
+def _sub_check(x, y, **_):
+    """PyTorch's errors for ``-`` with a bool operand (a bool tensor or a Python bool). (Every subtraction
+    runs it: kept to a few attribute reads.)"""
+    bx = x._value.dtype is _BOOL if isinstance(x, Tensor) else x.__class__ in _PY_BOOLS
+    by = y._value.dtype is _BOOL if isinstance(y, Tensor) else y.__class__ in _PY_BOOLS
+    if bx or by:
+        if bx and by:
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                               "Use the `^` or `logical_xor()` operator instead.")
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+_all_on_device = jax.jit(jnp.all)
+
+
+def _has_zero(v) -> bool:
+    """Whether the concrete array ``v`` holds a zero (one host read; an accelerator's array reduced there)."""
+    if isinstance(v, np.ndarray) or all(d.platform == "cpu" for d in v.devices()):
+        return not np.asarray(v).all()
+    return not bool(_all_on_device(v))
+
+
+def _int_div_check(kernel: str):
+    """``check`` of an integer-dividing op (``kernel``: PyTorch's kernel name for bools' error): PyTorch's
+    NotImplementedError for bool operands, and its ``RuntimeError("ZeroDivisionError")`` for an integer
+    division by zero. A Python int divisor is checked by its value. An integer tensor divisor is read only
+    when the op runs eagerly on concrete arrays: not while ``dynajax.compile`` records a step (nor under JAX
+    tracing), so a compiled step does not check it (its integer division by zero gives an unspecified value).
+    Float dtypes skip every check."""
+    def check(x, y, *, dtype):
+        kind = dtype.kind
+        if kind not in "iub":
+            return
+        if kind == "b":
+            raise NotImplementedError(f"\"{kernel}_cpu\" not implemented for 'Bool'")
+        if _is_t(y):
+            v = y._value
+            if isinstance(v, jax.core.Tracer) or is_recorded(y) or not _has_zero(v):
+                return
+        elif not isinstance(y, (int, np.integer)) or y != 0:
+            return
+        shapes = [a._value.shape for a in (x, y) if _is_t(a)]
+        if math.prod(np.broadcast_shapes(*shapes)) > 0:   # (an empty result divides nothing)
+            raise RuntimeError("ZeroDivisionError")
+    return check
+
+
 _add = binary("add", jnp.add, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: g), method_name="_add")
 _sub = binary("sub", jnp.subtract, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: -g),
-              method_name="_sub")
+              method_name="_sub", check=_sub_check)
 mul = binary("mul", jnp.multiply, (lambda g, out, x, y, **_: g * y, lambda g, out, x, y, **_: g * x))
 _true_div = binary("div", jnp.true_divide,
                    (lambda g, out, x, y, **_: g / y, lambda g, out, x, y, **_: -g * x / (y * y)), "float",
                    method_name="_div")
-floor_divide = binary("floor_divide", jnp.floor_divide, lambda g, out, x, y, **_: (g * 0, g * 0))
+floor_divide = binary("floor_divide", jnp.floor_divide, lambda g, out, x, y, **_: (g * 0, g * 0),
+                      check=_int_div_check("div_floor"))
 _trunc_div = binary("div_trunc", lambda a, b: jnp.trunc(a / b).astype(a.dtype) if a.dtype.kind == "f"
                     else jnp.sign(a) * jnp.sign(b) * (jnp.abs(a) // jnp.abs(b)),
-                    lambda g, out, x, y, **_: (g * 0, g * 0), method_name="_div_trunc")
-remainder = binary("remainder", jnp.remainder, lambda g, out, x, y, **_: (g, -g * floor_divide(x, y)))
-fmod = binary("fmod", jnp.fmod, lambda g, out, x, y, **_: (g, -g * div(x, y, rounding_mode="trunc")))
+                    lambda g, out, x, y, **_: (g * 0, g * 0), method_name="_div_trunc",
+                    check=_int_div_check("div_trunc"))
+remainder = binary("remainder", jnp.remainder, lambda g, out, x, y, **_: (g, -g * floor_divide(x, y)),
+                   check=_int_div_check("remainder"))
+fmod = binary("fmod", jnp.fmod, lambda g, out, x, y, **_: (g, -g * div(x, y, rounding_mode="trunc")),
+              check=_int_div_check("fmod"))
 # the result is saved only with a tensor exponent (PyTorch's pow.Tensor_Tensor and pow.Scalar, not Tensor_Scalar)
 pow = binary("pow", _power, _pow_rule, check=_pow_check, saves_out=lambda x, y, **_: _is_t(y))
 atan2 = binary("atan2", jnp.arctan2,
@@ -357,19 +446,24 @@ def add(input, other, *, alpha=1, out=None) -> Tensor:
 def sub(input, other, *, alpha=1, out=None) -> Tensor:
     """``input - alpha * other``."""
     if alpha != 1:
+        _sub_check(input, other)   # (before ``other * alpha`` takes a bool ``other`` to an integer)
         other = other * alpha
     return _sub(input, other, out=out)
 
 
 @export
 def div(input, other, *, rounding_mode: str | None = None, out=None) -> Tensor:
-    """True division, or ``rounding_mode="trunc"``/``"floor"`` integer-style division."""
+    """True division, or ``rounding_mode="trunc"``/``"floor"`` integer-style division.
+
+    An integer ``"trunc"``/``"floor"`` division by zero raises PyTorch's ``RuntimeError("ZeroDivisionError")``
+    when run eagerly (as ``//`` and ``%``); a compiled step does not check a tensor divisor (its result there is
+    unspecified)."""
     if rounding_mode is None:
-        return _true_div(input, other, out=out)
+        return with_out(_true_div(input, other), out, "div")
     if rounding_mode == "floor":
-        return floor_divide(input, other, out=out)
+        return with_out(floor_divide(input, other), out, "div")
     if rounding_mode == "trunc":
-        return _trunc_div(input, other, out=out)
+        return with_out(_trunc_div(input, other), out, "div")
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                        f"'{rounding_mode}'")
 

@@ -132,11 +132,18 @@ def _cast_result(t: Tensor, r: Tensor, opname: str) -> Tensor:
                                f"{list(b) if b is not None else list(rv.shape)}")
         from .shape import expand
         r = expand(r, tv.shape)
-    if rv.dtype != tv.dtype:
-        if _dtype._category(rv.dtype) > _dtype._category(tv.dtype):
-            raise RuntimeError(f"result type {_dtype.from_np(rv.dtype).legacy_name} can't be cast "
-                               f"to the desired output type {_dtype.from_np(tv.dtype).legacy_name}")
-        r = r.to(_dtype.from_np(tv.dtype))
+    return cast_dtype(t, r)
+
+
+def cast_dtype(t: Tensor, r: Tensor) -> Tensor:
+    """``r`` in ``t``'s dtype, for a write into ``t`` (an in-place op's or an ``out=`` argument's): PyTorch's
+    RuntimeError where ``r``'s dtype is of a higher category (bool < integer < float < complex) than ``t``'s."""
+    rd, td = r._value.dtype, t._value.dtype
+    if rd != td:
+        if _dtype._category(rd) > _dtype._category(td):
+            raise RuntimeError(f"result type {_dtype.from_np(rd).legacy_name} can't be cast "
+                               f"to the desired output type {_dtype.from_np(td).legacy_name}")
+        r = r.to(_dtype.from_np(td))
     return r
 
 
