@@ -30,6 +30,7 @@ class Tensor:
     _view = None            # view chain from the base (views only)
     _view_ver = 0           # base version the view was computed at
     _hooks = None           # leaf gradient hooks
+    _post_hooks = None      # leaf hooks run after a backward accumulated into .grad
     _retains_grad = False
 
     def __new__(cls, data=None, *args, **kwargs):
@@ -173,6 +174,18 @@ class Tensor:
         hooks.append(hook)
         return _HookHandle(hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` after a backward has accumulated into this leaf's ``.grad`` (an optimizer step
+        fused into the backward, say). Returns a handle whose ``remove()`` unregisters it."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(hook)
+        return _HookHandle(self._post_hooks, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see ``dynajax.autograd.backward``)."""
         from .autograd.engine import backward
@@ -197,6 +210,8 @@ class Tensor:
     @data.setter
     def data(self, other: "Tensor") -> None:
         other = other if isinstance(other, Tensor) else Tensor(other)
+        if self._rg and not _is_diff_dtype(other._value.dtype):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         self._value = other._value
         self._vc[1] += 1
         _epoch.bump()   # (dtype or device may have changed under a replayed step: ``_replay``)
@@ -305,7 +320,7 @@ class Tensor:
         return assign(self, result)
 
 
-_INTERNAL = frozenset({"grad", "_view", "_view_ver", "_hooks", "_retains_grad"})
+_INTERNAL = frozenset({"grad", "_view", "_view_ver", "_hooks", "_post_hooks", "_retains_grad"})
 
 
 class Size(tuple):

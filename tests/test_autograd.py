@@ -529,6 +529,36 @@ def test_custom_function_backward_is_checked_as_torchs():
     assert run(dj) == run(torch)
 
 
+def test_post_accumulate_grad_hooks_and_data_assignment_as_torchs():
+    """``register_post_accumulate_grad_hook``: called with the leaf after each backward accumulated into its
+    ``.grad``, removable, refused on non-leaves and tensors without grad; ``.data =`` of an integer tensor on
+    one that requires grad raises -- as in PyTorch."""
+    def run(lib):
+        out = {}
+        w = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        seen = []
+        handle = w.register_post_accumulate_grad_hook(lambda p: seen.append((p is w, p.grad.tolist())))
+        (w * 3).sum().backward()
+        (w * w).sum().backward()
+        handle.remove()
+        (w * 3).sum().backward()
+        out["seen"] = seen
+        for name, t in (("non-leaf", w * 2), ("no grad", lib.ones(2))):
+            try:
+                t.register_post_accumulate_grad_hook(lambda p: None)
+            except RuntimeError as e:
+                out[name] = str(e)
+        try:
+            w.data = lib.ones(2, dtype=lib.int64)
+        except RuntimeError as e:
+            out["data"] = str(e)
+        v = lib.ones(2)
+        v.data = lib.ones(2, dtype=lib.int64)
+        out["data ok"] = str(v.dtype).split(".")[-1]
+        return out
+    assert run(dj) == run(torch)
+
+
 def test_custom_function_saved_tensor_version_check():
     x = leaf([1.0])
     h = x * 1

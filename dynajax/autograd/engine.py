@@ -32,6 +32,9 @@ def accumulate_grad(t, g, create_graph: bool) -> None:
     else:
         with grad_mode.no_grad():
             old.add_(g)
+    if t._post_hooks:   # ``register_post_accumulate_grad_hook``
+        for hook in list(t._post_hooks):
+            hook(t)
 
 
 def own_value(g):
