@@ -121,8 +121,11 @@ def test_train_eval_apply_zero_grad_requires_grad():
 def test_to_dtype_keeps_parameter_identity():
     m = Net()
     w = m.fc1.weight
+    w.grad = dj.ones(w.shape)
+    g = w.grad
     m.double()
     assert m.fc1.weight is w and w.dtype == dj.float64 and m.scale.dtype == dj.float64
+    assert w.grad is g and g.dtype == dj.float64   # the grad converted in place too, as PyTorch's
     m.to(dj.float32)
     assert w.dtype == dj.float32
     m.to("cpu")

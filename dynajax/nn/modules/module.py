@@ -386,8 +386,11 @@ class Module:
                     new = fn(t)
                     if new._value is not t._value:
                         t.data = new
-                    if t.grad is not None:
-                        t.grad = fn(t.grad)
+                    g = t.grad
+                    if g is not None:   # converted in place, as PyTorch's ``grad.data =``: held grads follow
+                        new = fn(g)
+                        if new._value is not g._value:
+                            g.data = new
         return self
 
     def to(self, *args, **kwargs) -> "Module":
