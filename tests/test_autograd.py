@@ -559,6 +559,28 @@ def test_post_accumulate_grad_hooks_and_data_assignment_as_torchs():
     assert run(dj) == run(torch)
 
 
+def test_a_custom_function_returning_a_number_among_tensors_backpropagates_as_torchs():
+    """A Function whose forward returns ``(tensor, number, tensor)``: the number comes back as it is and its
+    gradient slot in backward is None, as in PyTorch."""
+    def run(lib):
+        seen = []
+
+        class Parts(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2, 7, x * x
+
+            @staticmethod
+            def backward(ctx, g1, g2, g3):
+                seen.append(g2 is None)
+                return g1 * 2 + g3 * 3
+        x = lib.tensor([1.0, -2.0], dtype=lib.float64, requires_grad=True)
+        a, n, b = Parts.apply(x)
+        (a + b).sum().backward()
+        return x.grad.tolist(), n, seen
+    assert run(dj) == run(torch)
+
+
 def test_custom_function_saved_tensor_version_check():
     x = leaf([1.0])
     h = x * 1

@@ -28,6 +28,7 @@ class FunctionCtx:
         self._non_diff: set = set()
         self._dirty: tuple = ()
         self._in_meta: tuple = ()
+        self._out_pos: tuple = ((), 0)
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
@@ -77,6 +78,12 @@ class _FunctionOp:
     @staticmethod
     def rule(g, out, *inputs, ctx, nout):
         grads = g if isinstance(g, tuple) else (g,)
+        pos, n = ctx._out_pos
+        if len(pos) != n:   # outputs that are not tensors (a count, a flag) get None, as in PyTorch
+            full = [None] * n
+            for k, i in enumerate(pos):
+                full[i] = grads[k]
+            grads = tuple(full)
         with grad_mode.enable_grad() if grad_mode.state.enabled else grad_mode.no_grad():
             res = ctx._cls.backward(ctx, *grads)
         res = res if isinstance(res, tuple) else (res,)
@@ -124,7 +131,9 @@ class Function:
         if not track:
             return result
         op = _FunctionOp(cls)
-        op.nout = len(outs)
+        pos = tuple(i for i, o in enumerate(outs) if isinstance(o, Tensor))   # the node's outputs: the tensors
+        ctx._out_pos = (pos, len(outs))
+        op.nout = len(pos)
         # an output no gradient reached: zeros to backward, or None after ctx.set_materialize_grads(False)
         op.none_cotangents = not ctx.materialize_grads
         edges, in_meta = [], []
@@ -137,11 +146,12 @@ class Function:
                 in_meta.append((a._value.shape, a._value.dtype) if isinstance(a, Tensor) else None)
         ctx._in_meta = tuple(in_meta)
         out_meta = tuple((o._value.shape, o._value.dtype) for o in outs if isinstance(o, Tensor))
-        node = Node(op, {"ctx": ctx, "nout": len(outs)}, tuple(edges), tuple(None for _ in args),
+        node = Node(op, {"ctx": ctx, "nout": op.nout}, tuple(edges), tuple(None for _ in args),
                     tuple(None for _ in args), tuple(in_meta), None, out_meta)
         wrapped = []
         dirty = {id(t) for t in ctx._dirty if t._base is None}
-        for i, o in enumerate(outs):
+        for o in outs:
+            i = len([w for w in wrapped if isinstance(w, Tensor)])   # its place among the node's outputs
             if isinstance(o, Tensor) and id(o) in dirty:   # the input itself, its history now this Function
                 o.grad_fn, o._out_idx, o._rg = node, i, True
                 wrapped.append(o)
