@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
 from .._capture import aval_of, is_recorded
 from .._tensor import Tensor
 from ..ops import elementwise as _ew
-from ..ops.registry import apply
+from ..ops.registry import apply, op
 from ._ops import nll_index
 from .functional import (_no_grad_clamp_min, _size_repr, log_softmax, logsigmoid, one_hot, pairwise_distance,
                          softplus)
@@ -27,6 +28,19 @@ def _reduction(size_average, reduce, reduction: str) -> str:
     return "none" if not reduce else "mean" if size_average else "sum"
 
 
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_dtype(input: Tensor, other: Tensor) -> None:
+    if other.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {other.dtype.legacy_name} but expected {input.dtype.legacy_name}")
+
+
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
     if reduction == "mean":
         return loss.mean()
@@ -37,46 +51,72 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-def _pointwise_loss(name: str, fn):
-    def loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-             **kwargs) -> Tensor:
-        return _reduce(fn(input, target, **kwargs), _reduction(size_average, reduce, reduction))
-    loss.__name__ = loss.__qualname__ = name
-    return loss
+def _weighted(loss: Tensor, input: Tensor, weight, reduction: str, mean_by_weight: bool = True) -> Tensor:
+    """Elementwise ``loss`` times ``weight`` (input's size), reduced; a weighted mean divides by the weights'
+    sum (PyTorch's mse and l1 losses) or by the count (``mean_by_weight=False``: its huber loss)."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction == "mean" and mean_by_weight:
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
 
 
-mse_loss = _pointwise_loss("mse_loss", lambda x, y: (x - y) * (x - y))
-mse_loss.__doc__ = "Mean squared error (``reduction``: 'mean', 'sum' or 'none')."
-l1_loss = _pointwise_loss("l1_loss", lambda x, y: (x - y).abs())
-l1_loss.__doc__ = "Mean absolute error."
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None) -> Tensor:
+    """Mean squared error (``reduction``: 'mean', 'sum' or 'none'); ``weight`` scales each element."""
+    d = input - target
+    return _weighted(d * d, input, weight, _reduction(size_average, reduce, reduction))
 
 
-def _smooth_l1(x, y, beta: float = 1.0):
-    d = (x - y).abs()
-    if beta == 0.0:
-        return d
-    return _ew.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight=None) -> Tensor:
+    """Mean absolute error; ``weight`` scales each element."""
+    return _weighted((input - target).abs(), input, weight, _reduction(size_average, reduce, reduction))
 
 
-def _huber(x, y, delta: float = 1.0):
-    d = (x - y).abs()
-    return _ew.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """Quadratic below ``beta``, linear above (divided by ``beta``)."""
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = (input - target).abs()
+    if beta != 0.0:
+        d = _ew.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    return _reduce(d, _reduction(size_average, reduce, reduction))
 
 
-smooth_l1_loss = _pointwise_loss("smooth_l1_loss", _smooth_l1)
-smooth_l1_loss.__doc__ = "Quadratic below ``beta``, linear above (divided by ``beta``)."
-huber_loss = _pointwise_loss("huber_loss", _huber)
-huber_loss.__doc__ = "Quadratic below ``delta``, linear (times ``delta``) above."
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight=None) -> Tensor:
+    """Quadratic below ``delta``, linear (times ``delta``) above; ``weight`` scales each element."""
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = (input - target).abs()
+    return _weighted(_ew.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), input, weight, reduction,
+                     mean_by_weight=False)
 
 
 def _class_last(x: Tensor) -> Tensor:
     return x.movedim(1, -1) if x.dim() > 1 else x
 
 
-def _check_batch(input: Tensor, target: Tensor) -> None:
+def _check_target(input: Tensor, target: Tensor) -> None:
+    """PyTorch's errors for a class-index ``target`` whose shape does not fit ``input`` ((C,) or (N, C, ...))."""
+    if input.dim() == 0:
+        raise ValueError("Expected 1 or more dimensions (got 0)")
     if input.dim() > 1 and input.shape[0] != (target.shape[0] if target.dim() else 1):
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0] if target.dim() else 1}).")
+    if input.dim() > 2:
+        want = [input.shape[0], *input.shape[2:]]
+        if list(target.shape) != want:
+            raise RuntimeError(f"Expected target size {want}, got {list(target.shape)}")
+    elif target.dim() > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    elif input.dim() == 1 and target.dim() == 1 and target.shape[0] != 1:
+        raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
 
 
 _SMALL_TARGETS = 4096   # up to this many targets the bounds are read without numpy
@@ -107,24 +147,35 @@ def _check_classes(target: Tensor, C: int, ignore_index: int) -> None:
 
 def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str) -> Tensor:
     """Negative log-likelihood of integer ``target`` under log-probs ``logp`` (class dim 1)."""
-    _check_batch(logp, target)
+    _check_target(logp, target)
     if target.dtype != _dtype.int64:
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype.legacy_name}")
+        if target.dtype != _dtype.uint8 or logp.dim() > 2:   # PyTorch takes bytes for (N, C) only
+            raise RuntimeError(f"expected scalar type Long but found {target.dtype.legacy_name}")
+        target = target.long()
+    _check_reduction(reduction)
+    if logp.dim() == 1 and target.dim() == 1:
+        target = target.reshape(())
     C = logp.shape[1] if logp.dim() > 1 else logp.shape[0]
     if not is_recorded(target):   # compile: no graph break
         _check_classes(target, C, ignore_index)
     if logp.dim() == 2 and weight is None:   # the common case as one op (and one VJP op)
         return apply(nll_index, logp, target, ignore_index=int(ignore_index), reduction=reduction)
+    if weight is not None and weight.dtype != logp.dtype:
+        raise RuntimeError(f"expected scalar type {logp.dtype.legacy_name} but found {weight.dtype.legacy_name}")
     valid = target != ignore_index
     oh = one_hot(_ew.where(valid, target, 0), C).to(logp.dtype)
-    picked = (_class_last(logp) * oh).sum(-1)
     w = valid.to(logp.dtype)
     if weight is not None:
         w = w * (oh * weight).sum(-1)
-    loss = -picked * w
-    if reduction == "mean":
-        return loss.sum() / w.sum()
-    return _reduce(loss, reduction)
+    loss = _ew.where(valid, -(_class_last(logp) * oh).sum(-1) * w, 0.0)   # 0 also where an ignored logp is -inf
+    return _mean_over(loss, w.sum()) if reduction == "mean" else _reduce(loss, reduction)
+
+
+def _mean_over(loss: Tensor, denom: Tensor) -> Tensor:
+    """``loss.sum() / denom``; for ``denom`` 0 (every target ignored) PyTorch's nan, with a zero gradient
+    rather than the nan of 0 times ``1 / 0``."""
+    empty = denom == 0
+    return _ew.where(empty, float("nan"), loss.sum() / _ew.where(empty, 1.0, denom))
 
 
 def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
@@ -137,6 +188,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
                   reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """``nll_loss(log_softmax(input, 1), target)``; ``target`` holds class indices or class probabilities."""
     reduction = _reduction(size_average, reduce, reduction)
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     cdim = 0 if input.dim() == 1 else 1
     C = input.shape[cdim]
     logp = log_softmax(input, cdim)
@@ -145,6 +198,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
     if target.is_floating_point():
         if tuple(target.shape) != tuple(input.shape):
             raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / C
         lp = logp if weight is None else logp * weight.reshape(wshape)
@@ -156,15 +211,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
     if label_smoothing <= 0:
         return nll
     lp = logp if weight is None else logp * weight.reshape(wshape)
-    valid = (target != ignore_index).to(input.dtype)
-    smooth = -lp.sum(cdim) * valid
+    valid = target.reshape(()) != ignore_index if input.dim() == 1 else target != ignore_index
+    smooth = _ew.where(valid, -lp.sum(cdim), 0.0)
     if reduction == "mean":
+        denom = valid.to(input.dtype)
         if weight is not None:
-            oh = one_hot(_ew.where(target != ignore_index, target, 0), C).to(input.dtype)
-            denom = ((oh * weight).sum(-1) * valid).sum()
-        else:
-            denom = valid.sum()
-        ret = smooth.sum() / denom
+            denom = denom * (one_hot(_ew.where(valid, target, 0), C).to(input.dtype) * weight).sum(-1)
+        ret = _mean_over(smooth, denom.sum())
     else:
         ret = _reduce(smooth, reduction)
     return nll * (1 - label_smoothing) + ret * (label_smoothing / C)
@@ -176,11 +229,22 @@ def _check_same_size(input: Tensor, target: Tensor) -> None:
                          f"({_size_repr(input.shape)}) is deprecated. Please ensure they have the same size.")
 
 
+@op("binary_cross_entropy")
+def _bce(x, y):
+    return -(y * jnp.maximum(jnp.log(x), -100.0) + (1 - y) * jnp.maximum(jnp.log(1 - x), -100.0))
+
+
+# PyTorch's gradients, finite where a probability is exactly 0 or 1 (a saturated sigmoid's)
+_bce.defvjp(lambda g, out, x, y: g * (x - y) / (x * (1 - x)).clamp(min=1e-12),
+            lambda g, out, x, y: g * ((1 - x).log() - x.log()))
+
+
 def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """``-(y log x + (1 - y) log(1 - x))`` with logs clamped at -100, as PyTorch."""
     _check_same_size(input, target)
-    loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
+    _check_dtype(input, target)
+    loss = apply(_bce, input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, _reduction(size_average, reduce, reduction))
@@ -205,10 +269,8 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     """KL(target || exp(input)) pointwise; ``reduction='batchmean'`` divides the sum by the batch size."""
     if log_target:
         loss = target.exp() * (target - input)
-    else:
-        pos = target > 0
-        safe = _ew.where(pos, target, 1.0)
-        loss = _ew.where(pos, target * safe.log(), 0.0) - target * input
+    else:   # xlogy(target, target): 0 at 0, nan below
+        loss = target * _ew.where(target == 0, 1.0, target).log() - target * input
     reduction = _reduction(size_average, reduce, reduction)
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.dim() else 1)
@@ -218,12 +280,20 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
 def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)``."""
+    if not input1.dim() == input2.dim() == target.dim():
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {_size_repr(input1.shape)}, input2: {_size_repr(input2.shape)}, "
+                           f"target: {_size_repr(target.shape)} ")
     return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), _reduction(size_average, reduce, reduction))
 
 
 def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm distance."""
+    if not anchor.dim() == positive.dim() == negative.dim():
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.dim()}D, positive {positive.dim()}D, and "
+                           f"negative {negative.dim()}D inputs")
     d_ap = pairwise_distance(anchor, positive, p, eps)
     d_an = pairwise_distance(anchor, negative, p, eps)
     if swap:
@@ -244,9 +314,19 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_aver
 
 def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> Tensor:
     """``0.5 * (log(var) + (input - target)^2 / var)`` (+ constant when ``full``)."""
-    if isinstance(var, Tensor) and tuple(var.shape) != tuple(input.shape):
-        if tuple(input.shape[:-1]) == tuple(var.shape):
+    if not isinstance(var, Tensor):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = input.new_full(tuple(input.shape), float(var))
+    elif not is_recorded(var) and bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):   # one variance per row (homoscedastic)
             var = var.unsqueeze(-1)
+        elif var.dim() != input.dim() or sum(v for i, v in zip(input.shape, var.shape) if i != v) != 1:
+            raise ValueError("var is of incorrect size")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(reduction + " is not valid")
     var = _no_grad_clamp_min(var, eps)
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:

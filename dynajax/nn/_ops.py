@@ -394,7 +394,8 @@ def nll_index_backward(g, target, *, C, ignore_index, reduction):
     """The transpose of ``nll_loss_index`` applied to ``g`` (the cotangent of its output)."""
     valid, t = _nll_weights(target, ignore_index)
     w = valid.astype(g.dtype)
-    scale = -w / w.sum() * g if reduction == "mean" else -w * g
+    # (every target ignored: PyTorch's mean is nan, its gradient 0 -- not the 0/0 of -w / w.sum())
+    scale = jnp.where(valid, -g / w.sum(), 0) if reduction == "mean" else -w * g
     return jax.nn.one_hot(t, C, dtype=g.dtype) * scale[:, None]
 
 

@@ -53,6 +53,17 @@ class HuberLoss(_Loss):
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
 
+class GaussianNLLLoss(_Loss):
+    """Gaussian negative log-likelihood with predicted variance."""
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+
+
 class NLLLoss(_WeightedLoss):
     """Negative log-likelihood of class indices under log-probabilities."""
 
@@ -132,16 +143,19 @@ TripletMarginLoss = _loss_module("TripletMarginLoss", F.triplet_margin_loss,
                                  "``max(d(a, p) - d(a, n) + margin, 0)``.")
 CosineEmbeddingLoss = _loss_module("CosineEmbeddingLoss", F.cosine_embedding_loss, (("margin", 0.0),),
                                    "Cosine similarity loss for target 1 / -1 pairs.")
-GaussianNLLLoss = _loss_module("GaussianNLLLoss", F.gaussian_nll_loss, (("full", False), ("eps", 1e-6)),
-                               "Gaussian negative log-likelihood with predicted variance.")
 PoissonNLLLoss = _loss_module("PoissonNLLLoss", F.poisson_nll_loss,
                               (("log_input", True), ("full", False), ("eps", 1e-8)),
                               "Poisson negative log-likelihood.")
 SoftMarginLoss = _loss_module("SoftMarginLoss", F.soft_margin_loss, (), "``log(1 + exp(-y * x))``.")
-MultiLabelSoftMarginLoss = _loss_module("MultiLabelSoftMarginLoss", F.multilabel_soft_margin_loss,
-                                        (("weight", None),), "Per-class logistic loss, averaged over classes.")
 HingeEmbeddingLoss = _loss_module("HingeEmbeddingLoss", F.hinge_embedding_loss, (("margin", 1.0),),
                                   "``x`` for y = 1, ``max(0, margin - x)`` for y = -1.")
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """Per-class logistic loss, averaged over classes."""
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, self.weight, reduction=self.reduction)
 
 
 class CosineSimilarity(Module):
