@@ -6,13 +6,29 @@ from .._tensor import Tensor
 from ..ops.creation import full_like, state_zeros_like, tensor
 from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, float_valued, fusable,
                      nadam_update, radam_update, rmsprop_update, sgd_momentum_update)
-from .optimizer import Optimizer, required, set_
+from .optimizer import Optimizer, _rounds, set_
 
 
-def _check(**values) -> None:
-    for name, (v, lo) in values.items():
-        if not v >= lo:
+def _check(lr, *, nan_ok: bool = False, **values) -> None:
+    """PyTorch's argument checks, in its order: ``lr`` (a float or a 1-element tensor), then each
+    ``name=(value, lowest)``: ``ValueError("Invalid <name>: <value>")`` unless ``lowest <= value`` (and, for a
+    ``beta parameter``, ``value < 1``). ``nan_ok``: compare as SGD does (``value < lowest`` fails; NaN passes)."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    for name, (v, lo) in {"learning rate": (lr, 0.0), **values}.items():
+        if v < lo if nan_ok else not (lo <= v < 1.0 if name.startswith("beta") else lo <= v):
             raise ValueError(f"Invalid {name}: {v}")
+
+
+def _betas(betas) -> dict:
+    return {f"beta parameter at index {i}": (b, 0.0) for i, b in enumerate(betas[:2])}
+
+
+def _check_fused(fused, foreach, differentiable) -> None:
+    if fused and differentiable:
+        raise RuntimeError("`fused` does not support `differentiable`")
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
 
 def _decay(grad: Tensor, p: Tensor, wd: float) -> Tensor:
@@ -43,14 +59,13 @@ class SGD(Optimizer):
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False, foreach=None,
                  differentiable: bool = False, fused=None) -> None:
-        if lr is not required:
-            _check(**{"learning rate": (lr, 0.0)})
-        _check(momentum=(momentum, 0.0), weight_decay=(weight_decay, 0.0))
+        _check(lr, nan_ok=True, **{"momentum value": (momentum, 0.0), "weight_decay value": (weight_decay, 0.0)})
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize, foreach=foreach,
                                       differentiable=differentiable, fused=fused))
+        _check_fused(fused, foreach, differentiable)
 
     def _update_group(self, items, group) -> None:
         fused = []
@@ -69,6 +84,16 @@ class SGD(Optimizer):
                 self._update(p, grad, state, group)
         if fused:
             sgd_momentum_update(fused, group)
+
+    def _update_in_rounds(self, items, group) -> None:
+        """PyTorch's SGD reads the momentum buffers once per step: a parameter listed twice that has none yet
+        starts each listing's buffer from its gradient (the last one kept)."""
+        fresh = {id(s) for _, _, s in items if s.get("momentum_buffer") is None}
+        for r in _rounds(items):
+            for _, _, s in r:
+                if id(s) in fresh:
+                    s.pop("momentum_buffer", None)
+            SGD._update_group(self, r, group)
 
     def _update(self, p, grad, state, group) -> None:
         grad = _decay(grad, p, group["weight_decay"])
@@ -91,15 +116,22 @@ class Adam(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
                  amsgrad: bool = False, *, foreach=None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused=None, decoupled_weight_decay: bool = False) -> None:
-        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0), "weight_decay value": (weight_decay, 0.0)})
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if isinstance(lr, Tensor) and foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
+        _check(lr, **{"epsilon value": (eps, 0.0)}, **_betas(betas), **{"weight_decay value": (weight_decay, 0.0)})
+        if not all(isinstance(b, float) for b in betas[:2]) and not all(isinstance(b, Tensor) for b in betas[:2]):
+            raise ValueError("betas must be either both floats or both Tensors")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
                                       differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay or self._decoupled))
+        _check_fused(fused, foreach, differentiable)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        if self._decoupled:   # (AdamW stays decoupled, whatever the state dict says, as in PyTorch)
+            for g in self.param_groups:
+                g["decoupled_weight_decay"] = True
 
     def _update_group(self, items, group) -> None:
         _update_fused(self, items, group, ["exp_avg", "exp_avg_sq"] + ["max_exp_avg_sq"] * bool(group["amsgrad"]),
@@ -155,7 +187,7 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
                  momentum: float = 0, centered: bool = False, capturable: bool = False, foreach=None,
                  maximize: bool = False, differentiable: bool = False) -> None:
-        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0), "momentum value": (momentum, 0.0),
+        _check(lr, **{"epsilon value": (eps, 0.0), "momentum value": (momentum, 0.0),
                   "weight_decay value": (weight_decay, 0.0), "alpha value": (alpha, 0.0)})
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                                       weight_decay=weight_decay, capturable=capturable, foreach=foreach,
@@ -203,12 +235,13 @@ class Adagrad(Optimizer):
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *, maximize: bool = False,
                  differentiable: bool = False, fused=None) -> None:
-        _check(**{"learning rate": (lr, 0.0), "lr_decay value": (lr_decay, 0.0),
+        _check(lr, **{"lr_decay value": (lr_decay, 0.0),
                   "weight_decay value": (weight_decay, 0.0),
                   "initial_accumulator_value value": (initial_accumulator_value, 0.0), "epsilon value": (eps, 0.0)})
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable, fused=fused))
+        _check_fused(fused, foreach, differentiable)
         for g in self.param_groups:
             for p in g["params"]:
                 self.state[p]["step"] = tensor(0.0)
@@ -232,10 +265,10 @@ class Adadelta(Optimizer):
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0,
                  foreach=None, *, capturable: bool = False, maximize: bool = False,
                  differentiable: bool = False) -> None:
-        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0),
-                  "weight_decay value": (weight_decay, 0.0)})
+        _check(lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
+        _check(lr, **{"epsilon value": (eps, 0.0), "weight_decay value": (weight_decay, 0.0)})
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                                       capturable=capturable, foreach=foreach, differentiable=differentiable))
 
@@ -268,10 +301,8 @@ class _AdamFamily(Optimizer):
 
     def __init__(self, params, defaults: dict) -> None:
         lr, eps, wd, betas = defaults["lr"], defaults["eps"], defaults["weight_decay"], defaults["betas"]
-        _check(**{"learning rate": (lr, 0.0), "epsilon value": (eps, 0.0), "weight_decay value": (wd, 0.0)})
-        for i in range(2):
-            if not 0.0 <= betas[i] < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
+        _check(lr, **{"epsilon value": (eps, 0.0)}, **_betas(betas), **{"weight_decay value": (wd, 0.0)},
+               **{"momentum_decay value": (defaults.get("momentum_decay", 0.0), 0.0)})
         super().__init__(params, defaults)
 
     def _init_state(self, p, state, group) -> None:

@@ -4,6 +4,7 @@ parameters and state in place, so versions bump as in PyTorch."""
 from __future__ import annotations
 
 import copy
+import warnings
 from collections import defaultdict
 
 import numpy as np
@@ -61,10 +62,12 @@ class Optimizer:
         return s + "\n)"
 
     def add_param_group(self, param_group: dict) -> None:
-        """Add a group of parameters with its own options (missing options take the defaults)."""
+        """Add a group of parameters (tensors, or ``(name, tensor)`` pairs) with its own options (missing options
+        take the defaults). As PyTorch, ``param_group`` itself becomes the group, and a parameter listed twice
+        in it warns and is updated twice per step."""
         _epoch.bump()
         if not isinstance(param_group, dict):
-            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
         params = param_group["params"]
         if isinstance(params, Tensor):
             params = [params]
@@ -73,20 +76,37 @@ class Optimizer:
                             "of tensors in sets will change between runs. Please use a list instead.")
         else:
             params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        param_group["params"] = params
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            param_group["param_names"] = names
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
-            if not p.is_leaf:
+            if not self.defaults.get("differentiable", None) and not (p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
-        group = dict(param_group, params=params)
         for k, v in self.defaults.items():
-            if v is required and k not in group:
+            if v is required and k not in param_group:
                 raise ValueError(f"parameter group didn't specify a value of required optimization parameter {k}")
-            group.setdefault(k, v)
-        seen = {id(p) for g in self.param_groups for p in g["params"]}
-        if any(id(p) in seen for p in params) or len({id(p) for p in params}) != len(params):
+            param_group.setdefault(k, v)
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+            self._update_group = self._update_in_rounds
+        seen = set()
+        for g in self.param_groups:
+            seen.update(id(p) for p in g["params"])
+            if ("param_names" in param_group) != ("param_names" in g):
+                which = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. cannot add param group "
+                                 f"{which} to the optimizer")
+        if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
-        self.param_groups.append(group)
+        self.param_groups.append(param_group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized parameters (to None by default)."""
@@ -122,6 +142,12 @@ class Optimizer:
         each, unless the optimizer fuses them into one op for the group (``algorithms._update_fused``)."""
         for p, g, state in items:
             self._update(p, g, state, group)
+
+    def _update_in_rounds(self, items: list, group: dict) -> None:
+        """``_update_group`` of an optimizer with a parameter listed twice in a group (set on the instance, so
+        others pay nothing): a parameter listed twice is updated twice in a row, as by PyTorch's loop."""
+        for r in _rounds(items):
+            type(self)._update_group(self, r, group)
 
     def _init_state(self, p: Tensor, state: dict, group: dict) -> None:
         """Make ``p``'s state on its first update (a fused update reads it before any ``_update`` runs)."""
@@ -173,18 +199,14 @@ class Optimizer:
     # ---------------------------------------------------------------- state dict
     def state_dict(self) -> dict:
         """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}`` as PyTorch."""
-        index, groups, i = {}, [], 0
-        for g in self.param_groups:
+        index, groups, start = {}, [], 0
+        for g in self.param_groups:   # (PyTorch's numbering, a parameter listed twice in a group included)
             packed = {k: v for k, v in g.items() if k != "params"}
-            ids = []
-            for p in g["params"]:
-                if id(p) not in index:
-                    index[id(p)] = i
-                    i += 1
-                ids.append(index[id(p)])
-            packed["params"] = ids
+            index.update({id(p): i for i, p in enumerate(g["params"], start) if id(p) not in index})
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            start += len(packed["params"])
             groups.append(packed)
-        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index and s}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -209,6 +231,19 @@ class Optimizer:
             self.state[p] = {name: _cast_state(v, p, name) for name, v in st.items()}
         for g, s in zip(self.param_groups, groups):
             g.update({k: copy.deepcopy(v) for k, v in s.items() if k != "params"})
+
+
+def _rounds(items: list) -> list:
+    """``items`` (``(param, grad, state)``) split into rounds without a repeated parameter: round k holds the
+    k-th listing of each parameter, in order."""
+    rounds: list = []
+    count: dict = {}
+    for item in items:
+        k = count[id(item[0])] = count.get(id(item[0]), -1) + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(item)
+    return rounds
 
 
 def _cast_state(v, p: Tensor, name: str):
