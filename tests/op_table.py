@@ -410,6 +410,11 @@ def _nll_inputs(r):
     return [r.standard_normal((4, 5)), np.array([1, -100, 4, 0])]
 
 
+# ---------------------------------------------------------------- binary cross-entropy (probabilities in (0, 1))
+entry("binary_cross_entropy", lambda x, y: F.binary_cross_entropy(x, y, reduction="none"),
+      lambda r: [r.uniform(0.1, 0.9, (3, 4)), r.uniform(0.0, 1.0, (3, 4))], domain="probabilities in (0.1, 0.9)")
+
+
 entry("nll_loss_index", lambda lp, t: F.nll_loss(lp, t), _nll_inputs)
 entry("nll_loss_index_backward", vjp_of(lambda lp, t: F.nll_loss(lp, t, reduction="none")),
       lambda r: _nll_inputs(r) + [r.standard_normal(4)])
