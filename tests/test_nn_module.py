@@ -241,3 +241,28 @@ def test_container_mutation_keeps_order_like_torch():
         lin.weight = nnm.Parameter(lib.zeros(2, 2))
         return repr(s), list(lin.state_dict())
     assert edit(nn, dj) == edit(torch.nn, torch)
+
+
+def test_forward_hooks_with_always_call_run_when_forward_raises_as_torchs():
+    """``register_forward_hook(always_call=True)``: the hook runs with output None when ``forward`` raises (the
+    others do not), an error of its own is silenced with a warning, and the forward's error propagates."""
+    import warnings
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        class Bad(lib.nn.Module):
+            def forward(self, x):
+                raise ValueError("forward failed")
+        m, seen = Bad(), []
+        m.register_forward_hook(lambda mod, args, out: seen.append(("always", out)), always_call=True)
+        m.register_forward_hook(lambda mod, args, out: seen.append(("plain", out)))
+        m.register_forward_hook(lambda mod, args, out: 1 / 0, always_call=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(ValueError, match="forward failed"):
+                m(lib.ones(1))
+        ok = lib.nn.Linear(2, 1)
+        ok.register_forward_hook(lambda mod, args, out: seen.append(("ran", tuple(out.shape))), always_call=True)
+        ok(lib.ones(1, 2))
+        return seen, ["silenced" in str(w.message) for w in caught]
+    assert run(dj) == run(torch)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 from typing import Callable, Iterator
 
@@ -104,27 +105,47 @@ class Module:
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks):   # the common case: no hooks to run
             return self.forward(*args, **kwargs)
-        for hid, hook in list(self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
-                r = hook(self, args, kwargs)
+        out, called = None, set()
+        try:
+            for hid, hook in list(self._forward_pre_hooks.items()):
+                if hid in self._forward_pre_hooks_with_kwargs:
+                    r = hook(self, args, kwargs)
+                    if r is not None:
+                        args, kwargs = r
+                else:
+                    r = hook(self, args)
+                    if r is not None:
+                        args = r if isinstance(r, tuple) else (r,)
+            bw = self._backward_hooks or self._backward_pre_hooks
+            if bw:
+                state = _HookState(self)
+                args = _wrap_inputs(state, args)
+            out = self.forward(*args, **kwargs)
+            if bw:
+                out = _wrap_outputs(state, out)
+            for hid, hook in list(self._forward_hooks.items()):
+                called.add(hid)
+                r = self._run_forward_hook(hid, hook, args, kwargs, out)
                 if r is not None:
-                    args, kwargs = r
-            else:
-                r = hook(self, args)
-                if r is not None:
-                    args = r if isinstance(r, tuple) else (r,)
-        bw = self._backward_hooks or self._backward_pre_hooks
-        if bw:
-            state = _HookState(self)
-            args = _wrap_inputs(state, args)
-        out = self.forward(*args, **kwargs)
-        if bw:
-            out = _wrap_outputs(state, out)
-        for hid, hook in list(self._forward_hooks.items()):
-            r = hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs else hook(self, args, out)
-            if r is not None:
-                out = r
-        return out
+                    out = r
+            return out
+        except Exception:
+            # hooks registered with always_call=True still run (those not run yet), their own errors silenced
+            # with a warning, as PyTorch's; then the error propagates
+            for hid in [h for h in self.__dict__.get("_forward_hooks_always_called", ()) if h not in called]:
+                hook = self._forward_hooks.get(hid)
+                if hook is None:
+                    continue
+                try:
+                    r = self._run_forward_hook(hid, hook, args, kwargs, out)
+                    out = out if r is None else r
+                except Exception as e:
+                    warnings.warn("module forward hook with ``always_call=True`` raised an exception that was "
+                                  f"silenced as another error was raised in forward: {e}")
+            raise
+
+    def _run_forward_hook(self, hid, hook, args, kwargs, out):
+        return hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs else hook(self, args, out)
 
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
         """``hook(module, args)`` runs before ``forward``; it may return new args."""
@@ -133,8 +154,12 @@ class Module:
 
     def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
                               always_call: bool = False):
-        """``hook(module, args, output)`` runs after ``forward``; it may return a new output."""
-        return self._add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
+        """``hook(module, args, output)`` runs after ``forward``; it may return a new output. ``always_call``:
+        it runs even when ``forward`` (or an earlier hook) raises, with ``output`` None."""
+        h = self._add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
+        if always_call:
+            self.__dict__.setdefault("_forward_hooks_always_called", set()).add(h.id)
+        return h
 
     def register_full_backward_hook(self, hook, prepend: bool = False):
         """``hook(module, grad_input, grad_output)`` runs when the gradients w.r.t. the module's inputs are
