@@ -150,8 +150,9 @@ class Function:
                     tuple(None for _ in args), tuple(in_meta), None, out_meta)
         wrapped = []
         dirty = {id(t) for t in ctx._dirty if t._base is None}
+        i = -1   # a tensor output's place among the node's outputs
         for o in outs:
-            i = len([w for w in wrapped if isinstance(w, Tensor)])   # its place among the node's outputs
+            i += isinstance(o, Tensor)
             if isinstance(o, Tensor) and id(o) in dirty:   # the input itself, its history now this Function
                 o.grad_fn, o._out_idx, o._rg = node, i, True
                 wrapped.append(o)

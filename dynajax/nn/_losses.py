@@ -46,9 +46,8 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
         return loss.mean()
     if reduction == "sum":
         return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
+    _check_reduction(reduction)
+    return loss
 
 
 def _weighted(loss: Tensor, input: Tensor, weight, reduction: str, mean_by_weight: bool = True) -> Tensor:

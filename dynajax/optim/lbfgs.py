@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from .._tensor import Tensor
 from ..autograd import grad_mode
@@ -12,84 +13,87 @@ def _dot(a, b) -> float:
     return float((a * b).sum())
 
 
-def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
-    """The minimizer, within ``bounds``, of the cubic through ``(x1, f1)``, ``(x2, f2)`` (slopes ``g1``, ``g2``)."""
-    lo, hi = bounds if bounds is not None else ((x1, x2) if x1 <= x2 else (x2, x1))
-    d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
-    d2_square = d1 ** 2 - g1 * g2
-    if d2_square < 0:
+class _Point(NamedTuple):
+    """A trial along the search direction: step ``t``, loss ``f``, flat gradient ``g``, directional slope."""
+    t: float
+    f: float
+    g: object
+    slope: float
+
+
+def _cubic_min(a: _Point, b: _Point, bounds=None) -> float:
+    """Where the cubic matching values and slopes at ``a`` and ``b`` has its minimum (Nocedal & Wright, eq.
+    3.59), clipped to ``bounds`` (default: between the two); their midpoint where the cubic has none."""
+    lo, hi = bounds if bounds is not None else sorted((a.t, b.t))
+    d1 = a.slope + b.slope - 3 * (a.f - b.f) / (a.t - b.t)
+    disc = d1 * d1 - a.slope * b.slope
+    if disc < 0:
         return (lo + hi) / 2.0
-    d2 = math.sqrt(d2_square)
-    if x1 <= x2:
-        min_pos = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
-    else:
-        min_pos = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2))
-    return min(max(min_pos, lo), hi)
+    d2 = math.sqrt(disc)
+    left, right = (a, b) if a.t <= b.t else (b, a)
+    t = right.t - (right.t - left.t) * ((right.slope + d2 - d1) / (right.slope - left.slope + 2 * d2))
+    return min(max(t, lo), hi)
 
 
-def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
-    """PyTorch's strong-Wolfe line search along ``d`` from step ``t``: ``(loss, flat grad, step, evaluations)``."""
-    d_norm = float(d.abs().max())
-    f_new, g_new = obj_func(x, t, d)
-    ls_func_evals = 1
-    gtd_new = _dot(g_new, d)
-    t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd
-    done = False
-    ls_iter = 0
-    while ls_iter < max_ls:   # bracketing phase
-        if f_new > f + c1 * t * gtd or (ls_iter > 1 and f_new >= f_prev):
-            bracket, bracket_f = [t_prev, t], [f_prev, f_new]
-            bracket_g, bracket_gtd = [g_prev, g_new], [gtd_prev, gtd_new]
+def _strong_wolfe(evaluate, t: float, d, start: _Point, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_evals=25):
+    """A step along ``d`` meeting the strong Wolfe conditions, as PyTorch's LBFGS searches (an expansion phase
+    until a step is bracketed, then zooming by safeguarded cubic interpolation; Nocedal & Wright, Algorithms
+    3.5-3.6). ``evaluate(t) -> _Point``; returns (the point found, evaluations)."""
+    def armijo(p: _Point) -> bool:
+        return p.f <= start.f + c1 * p.t * start.slope
+
+    def curved(p: _Point) -> bool:
+        return abs(p.slope) <= -c2 * start.slope
+
+    prev, cur = start, evaluate(t)
+    evals = tries = 1
+    bracket = None
+    while tries <= max_evals:   # expansion
+        if not armijo(cur) or (tries > 2 and cur.f >= prev.f):
+            bracket = [prev, cur]
             break
-        if abs(gtd_new) <= -c2 * gtd:
-            bracket, bracket_f, bracket_g = [t], [f_new], [g_new]
-            done = True
+        if curved(cur):
+            return cur, evals
+        if cur.slope >= 0:
+            bracket = [prev, cur]
             break
-        if gtd_new >= 0:
-            bracket, bracket_f = [t_prev, t], [f_prev, f_new]
-            bracket_g, bracket_gtd = [g_prev, g_new], [gtd_prev, gtd_new]
+        nxt = _cubic_min(prev, cur, bounds=(cur.t + 0.01 * (cur.t - prev.t), cur.t * 10))
+        prev, cur = cur, evaluate(nxt)
+        evals += 1
+        tries += 1
+    if bracket is None:   # the evaluations ran out before a step was bracketed
+        bracket = [start, cur]
+    lo = 0 if bracket[0].f <= bracket[1].f else 1
+    d_max = float(d.abs().max())
+    stalled = False
+    while tries <= max_evals:   # zoom
+        a, b = bracket
+        if abs(b.t - a.t) * d_max < tolerance_change:
             break
-        min_step, max_step = t + 0.01 * (t - t_prev), t * 10
-        tmp = t
-        t = _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new, bounds=(min_step, max_step))
-        t_prev, f_prev, g_prev, gtd_prev = tmp, f_new, g_new, gtd_new
-        f_new, g_new = obj_func(x, t, d)
-        ls_func_evals += 1
-        gtd_new = _dot(g_new, d)
-        ls_iter += 1
-    if ls_iter == max_ls:
-        bracket, bracket_f, bracket_g = [0, t], [f, f_new], [g, g_new]
-    insuf_progress = False
-    low_pos, high_pos = (0, 1) if bracket_f[0] <= bracket_f[-1] else (1, 0)
-    while not done and ls_iter < max_ls:   # zoom phase
-        if abs(bracket[1] - bracket[0]) * d_norm < tolerance_change:
-            break
-        t = _cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1], bracket_gtd[1])
-        eps = 0.1 * (max(bracket) - min(bracket))
-        if min(max(bracket) - t, t - min(bracket)) < eps:
-            if insuf_progress or t >= max(bracket) or t <= min(bracket):
-                t = max(bracket) - eps if abs(t - max(bracket)) < abs(t - min(bracket)) else min(bracket) + eps
-                insuf_progress = False
+        t = _cubic_min(a, b)
+        left, right = min(a.t, b.t), max(a.t, b.t)
+        margin = 0.1 * (right - left)
+        if min(right - t, t - left) < margin:   # too close to an end: move in, at the second time running
+            if stalled or not left < t < right:
+                t = right - margin if abs(t - right) < abs(t - left) else left + margin
+                stalled = False
             else:
-                insuf_progress = True
+                stalled = True
         else:
-            insuf_progress = False
-        f_new, g_new = obj_func(x, t, d)
-        ls_func_evals += 1
-        gtd_new = _dot(g_new, d)
-        ls_iter += 1
-        if f_new > f + c1 * t * gtd or f_new >= bracket_f[low_pos]:
-            bracket[high_pos], bracket_f[high_pos] = t, f_new
-            bracket_g[high_pos], bracket_gtd[high_pos] = g_new, gtd_new
-            low_pos, high_pos = (0, 1) if bracket_f[0] <= bracket_f[1] else (1, 0)
-        else:
-            if abs(gtd_new) <= -c2 * gtd:
-                done = True
-            elif gtd_new * (bracket[high_pos] - bracket[low_pos]) >= 0:
-                bracket[high_pos], bracket_f[high_pos] = bracket[low_pos], bracket_f[low_pos]
-                bracket_g[high_pos], bracket_gtd[high_pos] = bracket_g[low_pos], bracket_gtd[low_pos]
-            bracket[low_pos], bracket_f[low_pos], bracket_g[low_pos], bracket_gtd[low_pos] = t, f_new, g_new, gtd_new
-    return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
+            stalled = False
+        p = evaluate(t)
+        evals += 1
+        tries += 1
+        if not armijo(p) or p.f >= bracket[lo].f:
+            bracket[1 - lo] = p
+            lo = 0 if bracket[0].f <= bracket[1].f else 1
+            continue
+        if not curved(p) and p.slope * (bracket[1 - lo].t - bracket[lo].t) >= 0:
+            bracket[1 - lo] = bracket[lo]
+        bracket[lo] = p
+        if curved(p):
+            break
+    return bracket[lo], evals
 
 
 class LBFGS(Optimizer):
@@ -129,14 +133,14 @@ class LBFGS(Optimizer):
             offset += n
 
     def _directional_evaluate(self, closure, x, t, d):
-        """Loss and flat gradient at ``x + t * d``; the parameters are back at ``x`` after."""
+        """Loss, flat gradient and slope along ``d`` at ``x + t * d``; the parameters are back at ``x`` after."""
         self._add_grad(t, d)
         with grad_mode.enable_grad():
             loss = float(closure())
         flat_grad = self._flat_grad()
         for p, v in zip(self._params, x):
             p.copy_(v)
-        return loss, flat_grad
+        return loss, flat_grad, _dot(flat_grad, d)
 
     @grad_mode.no_grad()
     def step(self, closure):
@@ -198,9 +202,10 @@ class LBFGS(Optimizer):
                 if line_search_fn != "strong_wolfe":
                     raise RuntimeError("only 'strong_wolfe' is supported")
                 x_init = [p.clone() for p in self._params]
-                loss, flat_grad, t, ls_evals = _strong_wolfe(
-                    lambda x, t_, d_: self._directional_evaluate(closure, x, t_, d_), x_init, t, d, loss, flat_grad,
-                    gtd, max_ls=max_eval - evals)
+                found, ls_evals = _strong_wolfe(
+                    lambda t_: _Point(t_, *self._directional_evaluate(closure, x_init, t_, d)), t, d,
+                    _Point(0.0, loss, flat_grad, gtd), max_evals=max_eval - evals)
+                loss, flat_grad, t = found.f, found.g, found.t
                 self._add_grad(t, d)
                 opt_cond = float(flat_grad.abs().max()) <= tol_grad
             else:
