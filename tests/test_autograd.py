@@ -186,6 +186,19 @@ def test_gradient_of_wrong_shape():
         (leaf([1.0, 2.0]) * 2).backward(dj.ones(3, dtype=dj.float64))
 
 
+def test_a_number_as_gradient_raises_torchs_type_error():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, dj):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        with pytest.raises(TypeError):   # (PyTorch's message here: "'float' object is not iterable")
+            (x * 2).sum().backward(1.0)
+        with pytest.raises(TypeError, match="gradients can be either Tensors or None, but got int"):
+            lib.autograd.grad([(x * 2).sum()], [x], [1])
+        assert x.grad is None
+        (x * 2).sum().backward(lib.tensor(3.0))   # a 0-d tensor is taken
+        assert x.grad.tolist() == [6.0, 6.0]
+
+
 def test_backward_without_grad_fn():
     with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn"):
         dj.ones(2).sum().backward()

@@ -85,9 +85,8 @@ def _root_grads(outputs, grad_outputs, create_graph) -> list:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             g = fill_like(out, 1)   # (an op without a rule: no graph edge to ``out``)
         else:
-            if not isinstance(g, T):
-                from ..ops.creation import tensor
-                g = tensor(g, dtype=out.dtype)
+            if not isinstance(g, T):   # PyTorch's check (a number is not taken as a scalar gradient)
+                raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
             if tuple(g.shape) != tuple(out.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {_sz(g.shape)} "
                                    f"and output[{i}] has a shape of {_sz(out.shape)}.")
