@@ -57,6 +57,10 @@ from ._compile_cache import compile_cache_dir as compile_cache_dir  # noqa: E402
 from . import _compile_cache  # noqa: E402
 from . import distributed as distributed  # noqa: E402
 from . import optim as optim  # noqa: E402
+from . import amp as amp  # noqa: E402
+from .amp import autocast as autocast  # noqa: E402
+from .amp import get_autocast_dtype as get_autocast_dtype  # noqa: E402
+from .amp import is_autocast_enabled as is_autocast_enabled  # noqa: E402
 from . import utils as utils  # noqa: E402
 from . import distributions as distributions  # noqa: E402
 from .serialization import load as load  # noqa: E402

@@ -40,7 +40,7 @@ import jax
 
 from . import _epoch
 from ._tensor import Tensor, _make
-from .autograd.grad_mode import is_grad_enabled
+from .autograd import grad_mode
 from ._speculate import gather, recompute, same_scalars, sources, tensor_leaves
 from .lower import _tree_flatten
 
@@ -69,7 +69,8 @@ class Replayer:
         """What a call must share with a recorded one to replay it; None: never replayed (an unhashable
         argument, a view among the tensors)."""
         leaves, tree = _tree_flatten((args, kwargs))
-        g = [tree, is_grad_enabled()]
+        st = grad_mode.state   # (an autocast region around the call changes the graph: its casts)
+        g = [tree, st.enabled, frozenset(st.amp_modes.items()) if st.casts is not None else None]
         for a in leaves:
             if isinstance(a, Tensor):
                 if a._base is not None:

@@ -3,6 +3,7 @@
 iteratively, so graph depth is unbounded."""
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 from . import grad_mode
@@ -311,6 +312,24 @@ def _check_nan(node: Node, g) -> None:
         raise RuntimeError(f"Function '{node.name()}' returned nan values in its 0th output.")
 
 
+def _outside_autocast(fn):
+    """Run ``fn`` (a backward) with this thread's autocast off, as PyTorch runs each op's backward in the dtypes of
+    its forward (``dynajax.amp``: the casts are recorded ops, differentiated like any other)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        st = grad_mode.state
+        casts = st.casts
+        if casts is None:
+            return fn(*args, **kwargs)
+        st.casts = None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            st.casts = casts
+    return wrapper
+
+
+@_outside_autocast
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
     """Compute and accumulate gradients of ``tensors`` into the leaves' ``.grad``.
 
@@ -334,6 +353,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         accumulate_grad(t, g, create_graph)
 
 
+@_outside_autocast
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False,
          _materialize=True):

@@ -10,6 +10,8 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.enabled = True
         self.inference = False
+        self.amp_modes: dict = {}   # autocast: device type -> (enabled, dtype) (``dynajax.amp``)
+        self.casts = None           # autocast: op name -> dtype of its float inputs, or None (``dynajax.amp``)
 
 
 state = _State()

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
+from ..amp import cast_inputs
 from .._capture import aval_of, is_recorded
 from .._tensor import Tensor
 from ..ops import elementwise as _ew
@@ -63,6 +64,7 @@ def _weighted(loss: Tensor, input: Tensor, weight, reduction: str, mean_by_weigh
     return _reduce(loss, reduction)
 
 
+@cast_inputs("fp32")
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight=None) -> Tensor:
     """Mean squared error (``reduction``: 'mean', 'sum' or 'none'); ``weight`` scales each element."""
@@ -70,12 +72,14 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return _weighted(d * d, input, weight, _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight=None) -> Tensor:
     """Mean absolute error; ``weight`` scales each element."""
     return _weighted((input - target).abs(), input, weight, _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """Quadratic below ``beta``, linear above (divided by ``beta``)."""
@@ -87,6 +91,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce(d, _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight=None) -> Tensor:
     """Quadratic below ``delta``, linear (times ``delta``) above; ``weight`` scales each element."""
@@ -177,12 +182,14 @@ def _mean_over(loss: Tensor, denom: Tensor) -> Tensor:
     return _ew.where(empty, float("nan"), loss.sum() / _ew.where(empty, 1.0, denom))
 
 
+@cast_inputs("fp32")
 def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
              reduce=None, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``."""
     return _nll(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """``nll_loss(log_softmax(input, 1), target)``; ``target`` holds class indices or class probabilities."""
@@ -238,6 +245,7 @@ _bce.defvjp(lambda g, out, x, y: g * (x - y) / (x * (1 - x)).clamp(min=1e-12),
             lambda g, out, x, y: g * ((1 - x).log() - x.log()))
 
 
+@cast_inputs("fp32")
 def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """``-(y log x + (1 - y) log(1 - x))`` with logs clamped at -100, as PyTorch."""
@@ -249,6 +257,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_averag
     return _reduce(loss, _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                                      reduction: str = "mean", pos_weight=None) -> Tensor:
     """``binary_cross_entropy(sigmoid(input), target)`` computed stably; ``pos_weight`` scales positives."""
@@ -263,6 +272,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     return _reduce(loss, _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """KL(target || exp(input)) pointwise; ``reduction='batchmean'`` divides the sum by the batch size."""
@@ -276,6 +286,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     return _reduce(loss, reduction)
 
 
+@cast_inputs("fp32")
 def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)``."""
@@ -286,6 +297,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_averag
     return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm distance."""
@@ -300,6 +312,7 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
     return _reduce((margin + d_ap - d_an).clamp(min=0.0), _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
                           reduction: str = "mean") -> Tensor:
     """``1 - cos`` for target 1, ``max(0, cos - margin)`` for target -1."""
@@ -333,6 +346,7 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
     return _reduce(loss, reduction)
 
 
+@cast_inputs("fp32")
 def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
     """Poisson negative log-likelihood (``input`` is the log-rate when ``log_input``)."""
@@ -344,6 +358,7 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, 
     return _reduce(loss, _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-target * input))``."""
     return _reduce(softplus(-target * input), _reduction(size_average, reduce, reduction))
@@ -358,6 +373,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _reduce(loss.sum(-1) / input.shape[-1], _reduction(size_average, reduce, reduction))
 
 
+@cast_inputs("fp32")
 def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """``input`` for target 1, ``max(0, margin - input)`` for target -1."""

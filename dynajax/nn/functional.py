@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtype, random
+from ..amp import cast_inputs
 from .._capture import is_recorded, value_aval
 from .._tensor import Tensor, _make, _wrap_dim, method
 from ..autograd import grad_mode
@@ -45,6 +46,7 @@ def _tuple(v, n: int, name: str = "") -> tuple:
 
 
 # ---------------------------------------------------------------- linear / conv
+@cast_inputs("low")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``."""
     (xs, xd), (ws, wd) = value_aval(input._value), value_aval(weight._value)
@@ -77,6 +79,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     return out if bias is None else out + bias
 
 
+@cast_inputs("low")
 def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, name: str):
     unbatched = input.dim() == nd + 1
     if unbatched:
@@ -130,6 +133,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
 
+@cast_inputs("low")
 def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, nd):
     unbatched = input.dim() == nd + 1
     if unbatched:

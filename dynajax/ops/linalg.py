@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
+from ..amp import cast_inputs
 from .._tensor import Tensor, _wrap_dim, method
 from .creation import as_tensor, eye, ones
 from .elementwise import broadcast_error, export, where, with_out
@@ -160,6 +161,7 @@ def _mm_raw(a: Tensor, b: Tensor) -> Tensor:
 
 
 @method()
+@cast_inputs("low")
 def matmul(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     """Matrix product with PyTorch's rules: dot, mv, mm, or a batched product broadcasting batch dims.
 
@@ -175,6 +177,7 @@ Tensor.__rmatmul__ = lambda self, other: matmul(as_tensor(other), self)
 
 
 @method()
+@cast_inputs("low")
 def mm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
     """Product of two matrices (no broadcasting)."""
     if input.ndim != 2:
@@ -186,6 +189,7 @@ def mm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
 
 
 @method()
+@cast_inputs("low")
 def bmm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
     """Batched product of ``(b, n, k)`` and ``(b, k, m)`` tensors (no broadcasting)."""
     for name, x in (("batch1", input), ("batch2", mat2)):
@@ -200,6 +204,7 @@ def bmm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
 
 
 @method()
+@cast_inputs("low")
 def mv(input: Tensor, vec: Tensor, *, out=None) -> Tensor:
     """Matrix-vector product."""
     if input.ndim != 2 or vec.ndim != 1:
@@ -256,6 +261,7 @@ def _scaled_add(input: Tensor, prod: Tensor, beta, alpha) -> Tensor:
 def _fused_add(name: str, product, what: str):
     """Declare ``name(input, a, b, *, beta=1, alpha=1)``: ``beta * input + alpha * product(a, b)``,
     its Tensor method and its in-place twin ``name_``."""
+    @cast_inputs("low")
     def fused(input: Tensor, a: Tensor, b: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
         return with_out(_scaled_add(input, product(a, b), beta, alpha), out)
     fused.__name__ = fused.__qualname__ = name
@@ -399,6 +405,7 @@ def _parse_einsum(equation: str, operands) -> tuple:
     return ",".join(expanded) + "->" + out, tuple(sorted(size.items()))
 
 
+@cast_inputs("low")
 def einsum(*args) -> Tensor:
     """Einstein summation, as ``torch.einsum`` (equation and operands, operand list, or sublist form).
 

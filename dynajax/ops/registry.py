@@ -175,6 +175,7 @@ def op(name: str, nout: int = 1, check=None, error=None, backward_name=None):
 _Tracer = jax.core.Tracer
 _Tensor = None  # set by dynajax._tensor to break the import cycle
 _hooks: list = []  # capture / lowering interceptors: f(op, args, params) -> result | NotImplemented
+_autocast: list = [None]  # ``dynajax.amp``'s f(op, args, params) -> None | (args, params) while some thread is in an autocast region
 record_creation = False  # True while dynajax.compile records: zeros/ones/full record an op (ops/creation.py)
 
 
@@ -185,6 +186,10 @@ def apply(op: Op, *args, **params):
 
 def run(op: Op, fn, args: tuple, params: dict):
     """``apply`` with the jitted impl ``fn`` already looked up (None: look it up here)."""
+    if _autocast[0] is not None:   # some thread is in an autocast region: cast before anything sees the op
+        cast = _autocast[0](op, args, params)
+        if cast is not None:
+            args, params, fn = cast[0], cast[1], None
     if _hooks:
         for h in _hooks:
             r = h(op, args, params)
