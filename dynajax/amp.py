@@ -37,8 +37,8 @@ _SUPPORTED = frozenset({np.dtype(jax.numpy.bfloat16), np.dtype(np.float16)})
 _ELIGIBLE = frozenset({np.dtype(np.float32), np.dtype(np.float16), np.dtype(jax.numpy.bfloat16)})
 
 # registry op names run in the autocast dtype
-_LOWER = {"linear", "linear_bias", "matmul", "einsum", "convolution", "convolution_bias"}
-_LOWER_CUDA = _LOWER | {"lstm_cell", "rnn_cell", "lstm_scan", "rnn_scan"}
+_LOWER = {"linear", "linear_bias", "matmul", "einsum", "convolution", "convolution_bias", "lstm_scan"}
+_LOWER_CUDA = _LOWER | {"lstm_cell", "rnn_cell", "rnn_scan"}
 # registry op names run in float32 (losses are cast at their entry: ``cast_inputs``)
 _FP32_CPU = {"prod"}
 _FP32_CUDA = _FP32_CPU | {"acos", "asin", "cosh", "sinh", "tan", "erfinv", "exp", "expm1", "log", "log10", "log2",

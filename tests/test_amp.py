@@ -262,3 +262,30 @@ def test_grad_scaler_errors_and_state_dict_as_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert dj.cuda.amp.GradScaler(enabled=False).state_dict() == {}
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "mha"])
+def test_autocast_recurrent_and_attention_layers_as_torch(kind):
+    """PyTorch's CPU autocast runs nn.LSTM (and attention's projections) in bfloat16 and nn.GRU in float32."""
+    x = np.random.default_rng(5).standard_normal((5, 3, 8)).astype(np.float32)
+    res = {}
+    for lib in (torch, dj):
+        lib.manual_seed(0)
+        m = {"lstm": lambda: lib.nn.LSTM(8, 6, num_layers=2), "gru": lambda: lib.nn.GRU(8, 6),
+             "mha": lambda: lib.nn.MultiheadAttention(8, 2)}[kind]()
+        if lib is dj:
+            for p, tp in zip(m.parameters(), res["torch"][2]):
+                p.data = dj.tensor(tp)
+        X = lib.tensor(x, requires_grad=True)
+        with lib.autocast("cpu"):
+            out = m(X, X, X)[0] if kind == "mha" else m(X)[0]
+        out.float().sum().backward()
+        res[lib.__name__] = (out, _arr(X.grad), [p.detach().numpy() for p in m.parameters()],
+                             [_arr(p.grad) for p in m.parameters()])
+    (a, ga, _, pa), (b, gb, _, pb) = res["torch"], res["dynajax"]
+    assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
+    np.testing.assert_allclose(_arr(b), _arr(a), rtol=3e-2, atol=2e-2)
+    np.testing.assert_allclose(gb, ga, rtol=3e-2, atol=2e-2)
+    for u, v in zip(pb, pa):
+        assert u.dtype == np.float32
+        np.testing.assert_allclose(u, v, rtol=3e-2, atol=3e-2)
