@@ -301,7 +301,7 @@ class _Template:
         cap.scalars.extend(self.scalars)
         cap.slot_of.update(self.slots)
         for k, var, shape, dtype in self.grads:
-            leaves[k].grad = _make(Sym(shape, dtype, var))
+            leaves[k]._grad = _make(Sym(shape, dtype, var))
 
 
 TEMPLATES_PER_SITE = 4   # kept signatures per (vars, eqns, nodes) count of a compiled step

@@ -264,7 +264,7 @@ def write_back(e: _Entry, vals: list, outs, args, kwargs) -> dict:
             _write(leaves[k], outs[i] if out else vals[i])
     made = {}
     for obj, out, i in e.grads:
-        obj.grad = made[i] = _make(outs[i] if out else vals[i])
+        obj._grad = made[i] = _make(outs[i] if out else vals[i])
     for obj, out, i in e.keys:
         obj._key = outs[i] if out else vals[i]
     return made

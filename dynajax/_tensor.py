@@ -7,6 +7,8 @@ Math methods are attached by the op modules (one definition serves both
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import _dtype, _epoch
@@ -26,7 +28,7 @@ class Tensor:
     # when set, falling back to the class defaults below (fewer stores per op).
     __slots__ = ("_value", "_rg", "grad_fn", "_out_idx", "_vc", "_base", "__weakref__", "__dict__")
     __array_priority__ = 1000
-    grad = None
+    _grad = None            # ``.grad``, read through a C getter (``grad`` below); dynajax writes it directly
     _view = None            # view chain from the base (views only)
     _view_ver = 0           # base version the view was computed at
     _hooks = None           # leaf gradient hooks
@@ -103,6 +105,32 @@ class Tensor:
         return id(self._base if self._base is not None else self)
 
     # ---------------------------------------------------------------- autograd attributes
+    def _set_grad(self, g) -> None:
+        """``t.grad = g`` as PyTorch checks it: a Tensor (or None) of this tensor's shape and dtype."""
+        if g is not None:
+            if not isinstance(g, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(g).__name__}")
+            if g is self:
+                raise RuntimeError("can't assign Variable as its own grad")
+            from ._capture import value_aval
+            (gs, gd), (s, d) = value_aval(g._value), value_aval(self._value)
+            if gd != d:
+                from .ops.linalg import _C_NAMES
+                raise RuntimeError(f"attempting to assign a gradient with dtype '{_C_NAMES.get(gd.name, gd.name)}'"
+                                   f" to a tensor with grad_dtype '{self.dtype.legacy_name}'. The gradient must "
+                                   "match the tensor's dtype.")
+            if tuple(gs) != tuple(s):
+                raise RuntimeError(f"attempting to assign a gradient of size '{list(gs)}' to a tensor of size "
+                                   f"'{list(s)}'. Please ensure that the gradient and the tensor are the same size")
+        self._grad = g
+
+    def _del_grad(self) -> None:
+        self._grad = None
+
+    grad = property(operator.attrgetter("_grad"), _set_grad, _del_grad,
+                    doc="The gradient accumulated by ``backward()`` (None until one reaches this tensor).")
+
     @property
     def requires_grad(self) -> bool:
         if self._base is not None:
@@ -157,9 +185,9 @@ class Tensor:
 
         def _keep(g):   # (the tape runs it last, after the other hooks: PyTorch's order)
             if ref.grad is None:   # differentiable under create_graph, as PyTorch's clone of it is
-                ref.grad = g if grad_mode.state.enabled else own_value(g)
+                ref._grad = g if grad_mode.state.enabled else own_value(g)
             else:
-                ref.grad = ref.grad + g
+                ref._grad = ref._grad + g
         _keep._retain = True
         _node_hooks(self).append(_keep)
 
@@ -299,7 +327,7 @@ class Tensor:
         new = type(self).__new__(type(self)) if type(self) is not Tensor else object.__new__(Tensor)
         _init(new, self._value, self._rg)
         if self.grad is not None:
-            new.grad = _make(self.grad._value)
+            new._grad = _make(self.grad._value)
         import copy
         for k, v in self.__dict__.items():  # user attributes; autograd/view state is not copied
             if k not in _INTERNAL:
@@ -320,7 +348,7 @@ class Tensor:
         return assign(self, result)
 
 
-_INTERNAL = frozenset({"grad", "_view", "_view_ver", "_hooks", "_post_hooks", "_retains_grad"})
+_INTERNAL = frozenset({"_grad", "_view", "_view_ver", "_hooks", "_post_hooks", "_retains_grad"})
 
 
 class Size(tuple):

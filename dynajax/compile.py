@@ -665,7 +665,7 @@ def _restore(cap: Capture) -> None:
     """Undo a failed step: adopted tensors get their old arrays and grads, generators their keys."""
     for t, arr, grad, _ in reversed(cap.adopted):
         t._value = arr
-        t.grad = grad
+        t._grad = grad
     for g, key, _ in cap.gens:
         g._key = key
 

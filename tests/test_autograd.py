@@ -609,3 +609,28 @@ def test_detect_anomaly_names_the_op():
         y = dj.sqrt(x * 0 - 1).sum()   # nan forward; backward of sqrt yields nan
         with pytest.raises(RuntimeError, match="returned nan values"):
             y.backward()
+
+
+def test_assigning_grad_is_checked_as_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, dj):
+        p = lib.zeros(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match=r"attempting to assign a gradient of size '\[4\]' to a tensor of "
+                                               r"size '\[3\]'"):
+            p.grad = lib.zeros(4)
+        with pytest.raises(RuntimeError, match="attempting to assign a gradient with dtype 'double' to a tensor "
+                                               "with grad_dtype 'Float'"):
+            p.grad = lib.zeros(3, dtype=lib.float64)
+        with pytest.raises(TypeError, match="assigned grad expected to be a Tensor or None but got grad of type "
+                                            "float"):
+            p.grad = 1.0
+        with pytest.raises(RuntimeError, match="can't assign Variable as its own grad"):
+            p.grad = p
+        assert p.grad is None   # nothing assigned by the failed attempts
+        g = lib.ones(3)
+        p.grad = g
+        assert p.grad is g
+        (p * 2).sum().backward()   # accumulates into the assigned tensor, in place
+        assert p.grad is g and g.tolist() == [3.0, 3.0, 3.0]
+        del p.grad
+        assert p.grad is None

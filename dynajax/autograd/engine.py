@@ -27,9 +27,9 @@ def accumulate_grad(t, g, create_graph: bool) -> None:
     out of place."""
     old = t.grad
     if create_graph:
-        t.grad = g if old is None else old + g
+        t._grad = g if old is None else old + g
     elif old is None:
-        t.grad = own_value(g)
+        t._grad = own_value(g)
     else:
         with grad_mode.no_grad():
             old.add_(g)
@@ -54,13 +54,13 @@ def reset_grad(p, set_to_none: bool) -> None:
     if g is None:
         return
     if set_to_none:
-        p.grad = None
+        p._grad = None
         return
     if g.grad_fn is not None:
         if g._base is None:
             g.detach_()
         else:
-            p.grad = g = g.detach()
+            p._grad = g = g.detach()
     elif g._rg:
         g.requires_grad_(False)
     with grad_mode.no_grad():
