@@ -70,7 +70,7 @@ class GradScaler:
 
         def mul(x):
             if isinstance(x, Tensor):
-                return x * self._scale.to(x.dtype)
+                return x * self._scale   # (a float16 loss times a float32 scale is float32, as in PyTorch)
             if isinstance(x, (list, tuple)):
                 return type(x)(mul(v) for v in x)
             raise ValueError("outputs must be a Tensor or an iterable of Tensors")
@@ -99,7 +99,7 @@ class GradScaler:
                         continue
                     if g.dtype == float16:
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    g.mul_(inv.to(g.dtype))
+                    g.mul_(inv)
                     found = found + (~isfinite(g)).any().to(float32)
         st["found_inf"] = found
         st["stage"] = _UNSCALED

@@ -238,6 +238,8 @@ def test_grad_scaler_errors_and_state_dict_as_torch():
         w = lib.tensor([1.0, 2.0], requires_grad=True)
         opt = lib.optim.SGD([w], lr=0.1)
         scaler = lib.amp.GradScaler("cpu")
+        half = scaler.scale(lib.tensor(3.0, dtype=lib.float16))   # not overflowed in float16
+        assert half.dtype == lib.float32 and float(half) == 3.0 * 65536
         scaler.scale((w * 3).sum()).backward()
         scaler.unscale_(opt)
         np.testing.assert_allclose(_arr(w.grad), [3.0, 3.0])
