@@ -10,12 +10,18 @@ padded positions add nothing to the loss nor to any gradient.
 Where padding would change results the library masks it: recurrent layers (``nn.RNN``/``LSTM``/
 ``GRU``) running over a padded length keep their state past the true length, so ``h_n`` is the
 state at the end of the real sequence, and skip the steps that are padding for every row (no matmul:
-one large bucket costs little more recurrence than the real length); tensors the step returns are sliced back along every dim whose
-size is a padded size. Reductions, softmax or Python loops over a padded dim written in the step
-itself see the padding: pad such an argument with a neutral value (``ignore_index`` for a loss), or
-mask it in the step. The recurrent layers recognise a padded sequence by its length: one whose length
-equals a padded size of the call (say a time length that happens to equal a padded batch size) is masked
-as if it were padded too.
+one large bucket costs little more recurrence than the real length); tensors the step returns are
+sliced back along every dim whose size is a padded size. Both go by size alone, so in one call dims
+of different true sizes get different padded sizes (see :func:`declared`), and a recurrent layer
+over a sequence whose length equals a padded size of the call (say a time length that happens to
+equal a padded batch size) masks it as if it were padded too.
+
+Everything else sees the padding: reductions, softmax or Python loops over a padded dim written in
+the step, a loss's ``reduction="mean"`` (pad its targets with ``ignore_index`` where the loss has
+one, else mask it in the step, or sum and divide by the true count), and batch statistics:
+``BatchNorm`` in training mode counts the padded rows of a padded batch in its mean, variance and
+running statistics, so bucket a batch that feeds one only where every batch fills its bucket, or
+normalize per sample (``LayerNorm``, ``GroupNorm``).
 """
 from __future__ import annotations
 
@@ -72,9 +78,18 @@ def check_spec(fn, dynamic: dict, pad: dict) -> tuple:
 
 
 def declared(sig, spec: dict, args: tuple, kwargs: dict):
-    """This call's bound arguments and its declared dims: ``[((name, dim), true size, own bucket)]``."""
+    """This call's bound arguments and its declared dims: ``[((name, dim), true size, own bucket)]``.
+
+    The own buckets keep the padding unambiguous, since a returned tensor is sliced back, and a
+    recurrent layer finds its mask, by the padded size alone:
+
+    * dims of equal true size pad to one size, the largest of their buckets (tokens declared with
+      buckets ``[16, 32]`` and their targets with multiples of 16 both pad 40 to 64, not to 64 and 48);
+    * dims of different true sizes never share a padded size (a batch of 5 and a length of 7 both
+      padded to 8, or an unpadded batch of 8 beside a length of 5 padded to 8, could not be told
+      apart): the true size met later takes its next bucket instead."""
     bound = sig.bind(*args, **kwargs)
-    dims_of = []
+    found = []   # ((name, dim), true size, bucket sizes)
     for name, dims in spec.items():
         t = bound.arguments.get(name)
         if t is None:
@@ -89,14 +104,23 @@ def declared(sig, spec: dict, args: tuple, kwargs: dict):
             if not -len(shape) <= d < len(shape):
                 raise IndexError(f"dynajax.compile: dynamic[{name!r}] declares dim {d}, but {name!r} has shape "
                                  f"{list(shape)}")
-            n = shape[d % len(shape)]
-            dims_of.append(((name, d % len(shape)), n, bucket(n, sizes)))
-    return bound, dims_of
+            found.append(((name, d % len(shape)), shape[d % len(shape)], sizes))
+    specs_of: dict = {}   # true size -> the bucket sizes of every dim of that size (in order of appearance)
+    for _, n, sizes in found:
+        specs_of.setdefault(n, []).append(sizes)
+    padded_of, true_of = {}, {}   # true size -> padded size, and back
+    for n, specs in specs_of.items():
+        b = max(bucket(n, sizes) for sizes in specs)
+        while true_of.setdefault(b, n) != n:   # b stands for another true size already: the next bucket
+            b = max(bucket(b + 1, sizes) for sizes in specs)
+        padded_of[n] = b
+    return bound, [(key, n, padded_of[n]) for key, n, _ in found]
 
 
 def pad_call(bound, dims_of: list, sizes: tuple, pad: dict):
-    """Arguments with each declared dim padded to its entry of ``sizes``, and {padded size: true size}."""
-    grown: dict = {}
+    """Arguments with each declared dim padded to its entry of ``sizes``, and {padded size: true size}
+    (a :class:`Grown`, which also remembers the padded copies for :func:`unpad` to write back)."""
+    grown = Grown()
     widths: dict = {}
     for ((name, d), n, _), b in zip(dims_of, sizes):
         widths.setdefault(name, {})[d] = b - n
@@ -114,8 +138,20 @@ def pad_call(bound, dims_of: list, sizes: tuple, pad: dict):
         arrays.append(padded)
         devices.append(next(iter(t._value.devices())))
     for name, a in zip(names, jax.device_put(arrays, devices)):   # one transfer call for all of them
+        given = bound.arguments[name]
         bound.arguments[name] = _make(a)
+        grown.copies.append((given, bound.arguments[name], bound.arguments[name]._version))
     return bound.args, bound.kwargs, grown
+
+
+class Grown(dict):
+    """{padded size: true size} of a call, and ``copies``: ``(argument, its padded copy, the copy's version
+    counter then)`` for each argument the call padded. (The version, not the array: a step on a mesh
+    gives an argument it only read its array laid out on the mesh.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copies: list = []
 
 
 class Sizes:
@@ -175,11 +211,12 @@ class Sizes:
 
 
 def _fits(sizes: tuple, true: list) -> bool:
-    """Whether dims of true sizes ``true`` can run padded to ``sizes``: each fits, and dims of equal
-    true size (a batch's tokens and targets) pad to equal sizes."""
-    same = {}
+    """Whether dims of true sizes ``true`` can run padded to ``sizes``: each fits, dims of equal true
+    size (a batch's tokens and targets) pad to equal sizes, and dims of different true sizes to
+    different ones (see :func:`declared`)."""
+    same, of = {}, {}
     for c, n in zip(sizes, true):
-        if c < n or same.setdefault(n, c) != c:
+        if c < n or same.setdefault(n, c) != c or of.setdefault(c, n) != n:
             return False
     return True
 
@@ -234,7 +271,14 @@ class active:
 
 
 def unpad(result, grown: dict):
-    """Returned tensors sliced back along every dim whose size is a padded size."""
+    """Returned tensors sliced back along every dim whose size is a padded size; an argument the step
+    changed in place (``x.mul_(2)``, ``y[0] = 7``) gets the real part of its padded copy, as eagerly
+    (the step ran on the copy). Only after a call that returned: a step that raised changed nothing."""
+    for given, copy, version in getattr(grown, "copies", ()):
+        if copy._version != version:
+            from .autograd import grad_mode
+            with grad_mode.no_grad():
+                given.copy_(copy[tuple(slice(0, n) for n in given.shape)])
     if not grown:
         return result
 

@@ -46,6 +46,8 @@ def set_compile_cache(path: str | os.PathLike | None, *, max_bytes: int = 2 ** 3
         jax.config.update("jax_compilation_cache_dir", None)
         _jax_cache.reset_cache()
         return
+    if not os.fspath(path):   # (abspath would make "" the working directory)
+        raise ValueError("dynajax.set_compile_cache: the folder is an empty string; pass None to turn the cache off")
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f"dynajax.set_compile_cache: {path!r} exists and is not a folder")
@@ -79,7 +81,15 @@ def _count(event: str, **_) -> None:
 
 
 def from_environment() -> None:
-    """Turn the cache on where ``DYNAJAX_COMPILE_CACHE`` names a folder (called on import)."""
+    """Turn the cache on where ``DYNAJAX_COMPILE_CACHE`` names a folder (called on import).
+
+    A folder that cannot be used (a file of that name, no permission to create it) warns, naming the
+    variable, and leaves the cache off: a cache only saves time, so it does not stop ``import dynajax``."""
     path = os.environ.get(ENV)
     if path:
-        set_compile_cache(path)
+        try:
+            set_compile_cache(path)
+        except OSError as exc:
+            import warnings
+            warnings.warn(f"{ENV}={path!r} cannot hold the compile cache ({exc}); the cache stays off",
+                          RuntimeWarning, stacklevel=2)

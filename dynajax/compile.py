@@ -203,7 +203,10 @@ class Compiled:
             if self.layout is not None:   # inputs placed on the mesh; the executable for that layout
                 exe = self.layout.prepare(exe, plan, cap, args, kwargs, self.donate)
             if plan.donate and self.donate:
+                loads = _compile_cache.loads()
                 _unshare(cap, plan.donate)
+                if first:   # a copy kernel _unshare loaded from the disk cache is no executable of this step
+                    st.cache_loads -= _compile_cache.loads() - loads
             outs = exe(*_split_donated(cap.inputs, plan.donate), numbers_on(cap.scalars, plan.device))
         except BaseException:
             _restore(cap)

@@ -338,11 +338,15 @@ class Layout:
                 out.append(sh)
             elif i in batch and shape:
                 if shape[0] % self.n:
+                    from ._bucketing import mask_array
+                    fix = (f"Declare bucket sizes in dynamic= that are multiples of {self.n} (this batch ran at "
+                           f"its bucket size, {shape[0]})." if mask_array(shape[0]) is not None else
+                           f"Pad the batch to a multiple of {self.n} or drop the last partial batch "
+                           "(DataLoader(..., drop_last=True)).")
                     raise ValueError(f"dynajax.compile(mesh=...): {_arg_name(batch[i], args, kwargs)} of shape "
                                      f"{list(shape)} cannot be split over the {self.n} devices of mesh axis "
                                      f"{self.data_axis!r}: its first dimension {shape[0]} is not a multiple of "
-                                     f"{self.n}. Pad the batch to a multiple of {self.n} or drop the last partial "
-                                     "batch (DataLoader(..., drop_last=True)).")
+                                     f"{self.n}. {fix}")
                 out.append(self.batch)
             else:
                 out.append(self.state_sharding(shape))

@@ -17,6 +17,9 @@ from ._tensor import Size, Tensor, _make
 __all__ = ["save", "load"]
 
 _FORMAT = "dynajax.save/1"
+_TORCH_HINT = ("PyTorch's pickles are not loaded, as unpickling can run code; convert one once with PyTorch "
+               "installed: dynajax.save(torch.load(path, weights_only=True), new_path) (dynajax.save takes "
+               "torch tensors)")
 
 
 def _encode(obj, arrays: list, memo: dict):
@@ -132,7 +135,12 @@ def _write(fh, structure, arrays) -> None:
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool = True, mmap=None, **kwargs):
-    """Load an object saved by :func:`save` (``map_location``: a device to place tensors on)."""
+    """Load an object saved by :func:`save`.
+
+    ``map_location``: a device to place tensors on (a string, a dynajax device, or a torch device, as a
+    ported ``torch.load(f, map_location=torch.device("cpu"))`` passes). The file does not record where
+    each tensor was, so PyTorch's dict and function forms, which map saved locations, have nothing to
+    map: with them, as with None, tensors go to the default device."""
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
             return _read(fh, map_location)
@@ -144,14 +152,20 @@ def _read(fh, map_location):
         z = zipfile.ZipFile(fh, "r")
     except zipfile.BadZipFile:
         raise RuntimeError("dynajax.load: the file is not a dynajax checkpoint (expected a zip written by "
-                           "dynajax.save; PyTorch pickles are not loaded, as they can run code)") from None
+                           f"dynajax.save). {_TORCH_HINT}") from None
     with z:
-        if z.namelist()[:1] != ["format"] or z.read("format").decode() != _FORMAT:
+        names = z.namelist()
+        if names[:1] != ["format"] or z.read("format").decode() != _FORMAT:
+            if any(n.endswith("/data.pkl") for n in names):   # torch.save's zip: a pickle plus storages
+                raise RuntimeError("dynajax.load: the file is not a dynajax checkpoint but a PyTorch one (written by "
+                                   f"torch.save). {_TORCH_HINT}")
             raise RuntimeError("dynajax.load: the file is not a dynajax checkpoint (missing format marker)")
         structure = json.loads(z.read("structure.json"))
 
         def arrays(i):
             return np.load(io.BytesIO(z.read(f"arrays/{i}.npy")), allow_pickle=False)
-        device = map_location if isinstance(map_location, str) or map_location is None or \
-            type(map_location).__name__ == "device" else None
+        device = None
+        if isinstance(map_location, str) or type(map_location).__name__ == "device":
+            from ._device import device as Device
+            device = Device(str(map_location))   # (a torch.device too: Tensor.to would read it as a dtype)
         return _decode(structure, arrays, {}, device)
