@@ -106,7 +106,8 @@ def _linear_of_lookup(x, w, b):
             or x._vc[0] != 0):
         return None
     edge, idx = fn.edges[0], fn.consts[1]
-    if fn.params["padding_idx"] is not None or edge is None or edge[1] != -1 or idx is None:
+    if (fn.params["padding_idx"] is not None or fn.params.get("scale_grad_by_freq") or edge is None
+            or edge[1] != -1 or idx is None):
         return None
     table = edge[0]
     refs = recorded_args(x._value)
@@ -337,33 +338,60 @@ def softmax_op(x, dim: int, log: bool = False):
 
 # ---------------------------------------------------------------- embedding / one_hot
 @op("embedding")
-def _embedding(w, idx, *, num, padding_idx):
+def _embedding(w, idx, *, num, padding_idx, scale_grad_by_freq=False):
     # an eager op's indices were checked in bounds (``F.embedding`` raises IndexError as PyTorch does), and
     # a clamped gather compiles in about a third of the time of an out-of-range-filling one (~40 vs ~130 ms
     # on CPU: an eager RNN pays it for each new sequence length); whole programs keep the NaN fill
-    return jnp.take(w, idx, axis=0, mode="clip" if registry.eager_kernel() else "fill")
+    out = jnp.take(w, idx, axis=0, mode="clip" if registry.eager_kernel() else "fill")
+    # the same values, but JAX's own derivative of them (``lower`` + ``jax.grad``, ``dj.func``) is
+    # PyTorch's as the VJP below computes it: none through the padding row, and each row's divided by its
+    # count (``sg(out) + (out - sg(out)) * s`` is ``out`` exactly, its derivative ``s``)
+    if scale_grad_by_freq:
+        s = _per_row(1 / _lookup_counts(idx, num, out.dtype)[idx], out.ndim - idx.ndim + 1)
+        out = jax.lax.stop_gradient(out) + (out - jax.lax.stop_gradient(out)) * s
+    if padding_idx is not None:
+        out = jnp.where(_per_row(idx == padding_idx, out.ndim - idx.ndim + 1), jax.lax.stop_gradient(out), out)
+    return out
 
 
 @op("embedding_dense_backward")
-def _embedding_backward(g, idx, *, num, padding_idx):
+def _embedding_backward(g, idx, *, num, padding_idx, scale_grad_by_freq=False):
     r = jnp.zeros((num,) + g.shape[idx.ndim:], g.dtype).at[idx].add(g)
+    if scale_grad_by_freq:   # each row's summed gradient divided by how often the batch looked it up
+        r = r / _per_row(_lookup_counts(idx, num, g.dtype), r.ndim)
     return r if padding_idx is None else r.at[padding_idx].set(0)
 
 
+def _lookup_counts(idx, num, dtype):
+    """How many times each of the ``num`` rows occurs in ``idx``, at least 1 (an unused row's gradient is
+    0 either way)."""
+    return jnp.maximum(jnp.zeros((num,), dtype).at[idx].add(1), 1)
+
+
+def _per_row(v, ndim):
+    return v.reshape(v.shape + (1,) * (ndim - 1))
+
+
 @_embedding.defvjp
-def _embedding_vjp(g, out, w, idx, *, num, padding_idx):
-    return apply(_embedding_backward, g, idx, num=num, padding_idx=padding_idx), None
+def _embedding_vjp(g, out, w, idx, **p):
+    return apply(_embedding_backward, g, idx, **p), None
 
 
 @_embedding_backward.defvjp
-def _embedding_backward_vjp(gg, out, g, idx, *, num, padding_idx):
+def _embedding_backward_vjp(gg, out, g, idx, *, num, padding_idx, scale_grad_by_freq=False):
+    if scale_grad_by_freq:   # the transpose of dividing row j by its count: gg's row j divided by it too
+        counts = apply(_embedding_backward, gg.new_ones(idx.shape), idx, num=num, padding_idx=None)
+        gg = gg / counts.clamp(min=1.0).reshape((num,) + (1,) * (gg.dim() - 1))
     r = apply(_embedding, gg, idx, num=num, padding_idx=padding_idx)
     if padding_idx is not None:
         r = r * (idx != padding_idx).unsqueeze(-1)
     return r, None
 
 
-def embedding_op(weight, idx, padding_idx):
+def embedding_op(weight, idx, padding_idx, scale_grad_by_freq: bool = False):
+    if scale_grad_by_freq:
+        return apply(_embedding, weight, idx, num=int(weight.shape[0]), padding_idx=padding_idx,
+                     scale_grad_by_freq=True)
     return apply(_embedding, weight, idx, num=int(weight.shape[0]), padding_idx=padding_idx)
 
 

@@ -400,13 +400,41 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False) -> Tensor:
-    """Rows of ``weight`` selected by the integer ``input``."""
-    if max_norm is not None:
-        raise NotImplementedError("dynajax: embedding max_norm is not supported yet")
-    if padding_idx is not None and padding_idx < 0:
-        padding_idx += weight.shape[0]
+    """Rows of ``weight`` selected by the integer ``input``. With ``max_norm``, each row that ``input``
+    selects and whose ``norm_type`` norm exceeds ``max_norm`` is first scaled in place (without grad) to
+    norm ``max_norm``, as PyTorch does."""
+    if padding_idx is not None:
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= weight.shape[0]
+    if input.dtype not in (_dtype.int64, _dtype.int32):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got torch.{input.dtype.legacy_name}Tensor instead (while checking "
+                           "arguments for embedding)")
+    if max_norm is None and weight.dim() != 2:
+        raise RuntimeError("'weight' must be 2-D")
     check_bounds([input], [weight.shape[0]], _raise(IndexError, "index out of range in self"), negative=False)
-    return _ops.embedding_op(weight, input, padding_idx)
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, float(max_norm), float(norm_type))
+    return _ops.embedding_op(weight, input, padding_idx, bool(scale_grad_by_freq))
+
+
+def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of ``weight`` that ``input`` selects down to norm ``max_norm`` where it is
+    exceeded, in place. The row norms are computed over every row and the unselected ones multiplied by
+    1, so the shapes do not depend on the index values (one executable under ``dynajax.compile``); the
+    factor ``max_norm / (norm + 1e-7)`` is computed in float64 as PyTorch's renorm does."""
+    if weight.dim() != 2:
+        raise RuntimeError(f"Expected 2-dimensional tensor, but got {weight.dim()}-dimensional tensor for argument "
+                           "#1 'self' (while checking arguments for embedding_renorm_)")
+    with grad_mode.no_grad():
+        w = weight.detach()
+        counts = apply(_ops._embedding_backward, w.new_ones(tuple(input.shape)), input, num=int(w.shape[0]),
+                       padding_idx=None)
+        norms = w.norm(norm_type, dim=1).to(_dtype.float64)
+        shrink = (counts > 0) & (norms > max_norm)
+        scale = _ew.where(shrink, max_norm / (norms + 1e-7), 1.0).to(w.dtype)
+        weight.mul_(scale.unsqueeze(1))
 
 
 # ---------------------------------------------------------------- activations
@@ -512,10 +540,12 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, traini
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit; ``approximate='tanh'`` uses the tanh formula."""
+    if not input.dtype.is_floating_point:   # (the formulas below would promote an integer input to float)
+        raise NotImplementedError(f'"GeluKernelImpl" not implemented for \'{input.dtype.legacy_name}\'')
     if approximate == "tanh":
         return 0.5 * input * (1.0 + (math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)).tanh())
     if approximate != "none":
-        raise RuntimeError(f"approximate argument must be either none or tanh.")
+        raise RuntimeError("approximate argument must be either none or tanh.")
     return 0.5 * input * (1.0 + (input * (1.0 / math.sqrt(2.0))).erf())
 
 
@@ -710,10 +740,22 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
     if tuple(input.shape[input.dim() - len(ns):]) != ns:
         raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape [*, "
                            f"{', '.join(str(s) for s in ns)}], but got input of size{list(input.shape)}")
-    y, _, _ = _normalize_over(input, tuple(range(input.dim() - len(ns), input.dim())), eps)
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != ns:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                               f"{list(t.shape)} and normalized_shape = {list(ns)}")
+        if t is not None and t.dtype != input.dtype and not (
+                t.dtype == _dtype.float32 and input.dtype in (_dtype.float16, _dtype.bfloat16)):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+    # half and bfloat16 inputs are normalized in float32 and the result given back in the input's dtype, as
+    # PyTorch computes them (float32 weights and bias with such an input included)
+    low = input.dtype in (_dtype.float16, _dtype.bfloat16)
+    x = input.to(_dtype.float32) if low else input
+    y, _, _ = _normalize_over(x, tuple(range(input.dim() - len(ns), input.dim())), eps)
     if weight is not None:
         y = y * weight
-    return y if bias is None else y + bias
+    y = y if bias is None else y + bias
+    return y.to(input.dtype) if low else y
 
 
 def _channel_shape(x: Tensor) -> tuple:
@@ -819,10 +861,30 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
 
 
 # ---------------------------------------------------------------- attention
+def _safe_softmax(scores: Tensor) -> Tensor:
+    """Softmax over the last dim, but 0 (not NaN) on a row whose every score is -inf (every key masked),
+    as PyTorch's attention kernels give; such rows' gradient is 0 too (their softmax sees zeros)."""
+    dead = (scores == -math.inf).all(-1, keepdim=True)
+    return _ew.where(dead, 0.0, softmax(_ew.where(dead, 0.0, scores), -1))
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False) -> Tensor:
     """``softmax(q @ k^T * scale + mask) @ v`` over the last two dims."""
-    from ..ops.creation import tensor
+    from ..ops.creation import ones
+    if min(query.dim(), key.dim(), value.dim()) < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                           f"{query.dim()} key.dim: {key.dim()} and value.dim: {value.dim()} instead.")
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
+                           f"{_c_name(query.dtype)} key.dtype: {_c_name(key.dtype)} and value.dtype: "
+                           f"{_c_name(value.dtype)} instead.")
+    if dropout_p > 1.0:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    if attn_mask is not None and attn_mask.dtype not in (_dtype.bool_, query.dtype):
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                           f"attn_mask.dtype: {_c_name(attn_mask.dtype)} and  query.dtype: "
+                           f"{_c_name(query.dtype)} instead.")
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa and query.shape[-3] != key.shape[-3]:
@@ -831,14 +893,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         value = value.repeat_interleave(rep, -3)
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
-        causal = tensor(np.tril(np.ones((L, S), bool)))
+        causal = ones(L, S, dtype=_dtype.bool_).tril()   # (a recorded op inside a compiled step)
         scores = _ew.where(causal, scores, -math.inf)
     if attn_mask is not None:
         if attn_mask.dtype == _dtype.bool_:
             scores = _ew.where(attn_mask, scores, -math.inf)
         else:
             scores = scores + attn_mask
-    attn = softmax(scores, -1)
+    attn = softmax(scores, -1) if attn_mask is None else _safe_softmax(scores)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return attn @ value

@@ -7,7 +7,8 @@ from ..._tensor import Tensor
 from ...autograd import grad_mode
 from . import rnn as rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "rnn",
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
+           "parameters_to_vector", "vector_to_parameters", "rnn",
            "weight_norm", "remove_weight_norm"]
 
 
@@ -23,24 +24,40 @@ def _norm(t: Tensor, p: float) -> Tensor:
     return (t.abs() ** p).sum() ** (1.0 / p)
 
 
-def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                    foreach=None) -> Tensor:
-    """Scale all gradients in place so their joint ``norm_type`` norm is at most ``max_norm``; returns the norm."""
+def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None) -> Tensor:
+    """The ``norm_type`` norm of all ``tensors`` (usually gradients) taken together, as one vector."""
     from ...ops.creation import tensor
     from ...ops.join import stack
     norm_type = float(norm_type)
-    grads = [p.grad for p in _params(parameters) if p.grad is not None]
-    if not grads:
+    tensors = [t for t in _params(tensors) if t is not None]
+    if not tensors:
         return tensor(0.0)
     with grad_mode.no_grad():
-        total = _norm(stack([_norm(g.detach(), norm_type) for g in grads]), norm_type)
-        if error_if_nonfinite and not math.isfinite(float(total)):
-            raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
-                               "so it cannot be clipped. To disable this error and scale the gradients by the "
-                               "non-finite norm anyway, set `error_if_nonfinite=False`")
-        coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        total = _norm(stack([_norm(t.detach(), norm_type) for t in tensors]), norm_type)
+    if error_if_nonfinite and not math.isfinite(float(total)):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
+                           "so it cannot be clipped. To disable this error and scale the gradients by the "
+                           "non-finite norm anyway, set `error_if_nonfinite=False`")
+    return total
+
+
+def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, foreach=None) -> None:
+    """Scale the parameters' gradients in place by ``max_norm / (total_norm + 1e-6)`` where that is below 1."""
+    grads = [p.grad for p in _params(parameters) if p.grad is not None]
+    if not grads:
+        return
+    with grad_mode.no_grad():
+        coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(coef.to(g.dtype))
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach=None) -> Tensor:
+    """Scale all gradients in place so their joint ``norm_type`` norm is at most ``max_norm``; returns the norm."""
+    parameters = _params(parameters)   # (a generator is read once)
+    total = get_total_norm([p.grad for p in parameters], norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(parameters, max_norm, total)
     return total
 
 
