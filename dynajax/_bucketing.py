@@ -16,12 +16,12 @@ of different true sizes get different padded sizes (see :func:`declared`), and a
 over a sequence whose length equals a padded size of the call (say a time length that happens to
 equal a padded batch size) masks it as if it were padded too.
 
+``BatchNorm`` in training mode likewise takes its mean, variance and running statistics over the real
+rows of a padded batch only (a batch whose size equals a padded size of the call counts as padded).
+
 Everything else sees the padding: reductions, softmax or Python loops over a padded dim written in
-the step, a loss's ``reduction="mean"`` (pad its targets with ``ignore_index`` where the loss has
-one, else mask it in the step, or sum and divide by the true count), and batch statistics:
-``BatchNorm`` in training mode counts the padded rows of a padded batch in its mean, variance and
-running statistics, so bucket a batch that feeds one only where every batch fills its bucket, or
-normalize per sample (``LayerNorm``, ``GroupNorm``).
+the step, and a loss's ``reduction="mean"`` (pad its targets with ``ignore_index`` where the loss has
+one, else mask it in the step, or sum and divide by the true count).
 """
 from __future__ import annotations
 

@@ -363,3 +363,36 @@ def test_bucketed_batch_on_a_mesh(mesh4):
 
 if __name__ == "__main__" and sys.argv[1:] == ["mesh"]:
     print(json.dumps(_mesh_worker()))
+
+
+def test_bucketed_batch_norm_counts_only_real_rows():
+    """BatchNorm in training mode over a batch padded by dynamic=: outputs, loss, parameters and running
+    statistics equal eager training on the unpadded batches."""
+    results = []
+    for bucketed in (False, True):
+        dj.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(48, 2))
+        opt = dj.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            loss.backward()
+            opt.step()
+            return loss, out
+        fn = dj.compile(step, dynamic={"x": {0: [8]}, "y": {0: [8]}}, pad={"y": -100}) if bucketed else step
+        rng = np.random.default_rng(1)
+        outs = []
+        for b in (5, 7, 8):
+            loss, out = fn(dj.tensor(rng.standard_normal((b, 1, 4, 4)).astype(np.float32)),
+                           dj.tensor(rng.integers(0, 2, b)))
+            outs.append((loss.item(), out.detach().numpy()))
+        results.append((outs, {k: v.detach().numpy() for k, v in model.state_dict().items()}))
+    (eager, eager_state), (got, got_state) = results
+    for (le, oe), (lg, og) in zip(eager, got):
+        np.testing.assert_allclose(lg, le, rtol=TOL)
+        np.testing.assert_allclose(og, oe, rtol=TOL, atol=1e-6)
+    for k in eager_state:
+        np.testing.assert_allclose(got_state[k], eager_state[k], rtol=TOL, atol=1e-6)

@@ -775,6 +775,10 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
     if n <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                          f"{_size_repr(input.shape)}")
+    from .._bucketing import sequence_mask
+    mask = sequence_mask(input.shape[0])   # a batch padded by compile(dynamic=...): count only real rows
+    if mask is not None:
+        return _masked_batch_norm(input, running_mean, running_var, weight, bias, momentum, eps, mask)
     from ..ops.creation import ones, zeros
     c = input.shape[1]
     w = ones(c, dtype=input.dtype) if weight is None else weight
@@ -797,6 +801,33 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
             if running_var is not None:
                 v = var.detach() * (n / (n - 1))
                 inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
+    return y
+
+
+def _masked_batch_norm(input, running_mean, running_var, weight, bias, momentum, eps, mask) -> Tensor:
+    """Training-mode batch norm whose statistics count only the rows ``mask`` marks real: a batch that
+    ``dynajax.compile(dynamic=...)`` padded (the padded rows would otherwise shift the mean and shrink
+    the variance). Padded rows are normalized with the real rows' statistics; the step's result for
+    them is sliced off. The mask is an input of the executable, so every size of a bucket shares it."""
+    cs = _channel_shape(input)
+    m = mask.reshape((input.shape[0],) + (1,) * (input.dim() - 1)).to(input.dtype)
+    dims = (0,) + tuple(range(2, input.dim()))
+    cnt = m.sum() * (input.numel() // (input.shape[0] * input.shape[1]))   # real values per channel
+    mean = (input * m).sum(dims) / cnt
+    xc = input - mean.reshape(cs)
+    var = ((xc * m) ** 2).sum(dims) / cnt
+    y = xc * (var.reshape(cs) + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(cs)
+    if bias is not None:
+        y = y + bias.reshape(cs)
+    with grad_mode.no_grad():
+        if running_mean is not None:
+            mu = mean.detach()
+            inplace(running_mean, lambda a: a * (1 - momentum) + mu * momentum)
+        if running_var is not None:
+            v = var.detach() * (cnt / (cnt - 1))
+            inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
     return y
 
 
