@@ -240,3 +240,69 @@ def finfo(d):
 
 def iinfo(d):
     return np.iinfo(to_np(d))
+
+
+# ---------------------------------------------------------------- dtype names in PyTorch's messages
+# the C++ type of each dtype as PyTorch's messages name it ("expected m1 and m2 to have the same dtype, but
+# got: float != double"); its "value cannot be converted" message spells the fixed-width integers as
+# ``<cstdint>`` does
+C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+           "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+           "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
+           "complex128": "c10::complex<double>"}
+_CONVERT_NAMES = {**C_NAMES, "int64": "int64_t", "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t"}
+
+
+# ---------------------------------------------------------------- Python numbers written into a dtype
+
+
+def checked_scalar(value, np_dtype, halves_wide: _b.bool = False):
+    """``value`` as it is written into a tensor of ``np_dtype`` (a complex number with no imaginary part as its
+    real part), after PyTorch's check that it fits: a number that fills or is written into a tensor
+    (``x[0] = 300`` on int8, ``fill_(nan)`` on an int tensor, ``full((2,), 1e39)``) raises PyTorch's
+    RuntimeError where a plain cast would wrap around or saturate silently. Anything but a Python number is
+    returned as it is.
+
+    PyTorch's rules (c10's checked conversion): infinities and NaN fit a float dtype but no integer one; a
+    finite value fits where it lies within the dtype's lowest and largest values (compared as a double for a
+    float value); a negative int fits an unsigned dtype down to minus its largest value (two's complement
+    wrap-around, ``uint8 - 1``); a complex value fits a real dtype only with a zero imaginary part; bool takes
+    any number. ``halves_wide``: the caller, as PyTorch's ``x[key] = v`` and ``where``, converts a number
+    for a float16/bfloat16 tensor at double precision, so one beyond their range becomes inf there."""
+    if isinstance(value, _b.bool) or not isinstance(value, (_b.int, _b.float, _b.complex)):
+        return value
+    if value in (0, 1) and not isinstance(value, _b.complex):   # (the usual fill: fits every dtype)
+        return value
+    d = np.dtype(np_dtype)
+    if d == np.bool_ or (halves_wide and d.itemsize == 2 and _category(d) == 2):
+        return value
+    if isinstance(value, _b.complex):
+        if d.kind == "c":
+            for part in (value.real, value.imag):
+                checked_scalar(part, d)
+            return value
+        if value.imag != 0:
+            _overflow(d)
+        value = value.real
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        if isinstance(value, _b.int):
+            wraps = d.kind == "u" and value < 0 and -value <= info.max
+            bad = value > info.max or (value < info.min and not wraps)
+        else:
+            bad = not (_b.float(info.min) <= value <= _b.float(info.max))   # (NaN and the infinities fail too)
+    else:
+        top = _b.float(ml_dtypes.finfo(d if d.kind != "c" else np.dtype(np.float64 if d.itemsize == 16
+                                                                            else np.float32)).max)
+        try:
+            v = _b.float(value)
+        except OverflowError:   # an int beyond every float
+            _overflow(d)
+        bad = abs(v) > top and v not in (np.inf, -np.inf)
+    if bad:
+        _overflow(d)
+    return value
+
+
+def _overflow(d: np.dtype):
+    raise RuntimeError(f"value cannot be converted to type {_CONVERT_NAMES[from_np(d).name]} without overflow")

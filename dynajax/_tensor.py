@@ -7,6 +7,7 @@ Math methods are attached by the op modules (one definition serves both
 """
 from __future__ import annotations
 
+import numbers
 import operator
 
 import numpy as np
@@ -116,10 +117,9 @@ class Tensor:
             from ._capture import value_aval
             (gs, gd), (s, d) = value_aval(g._value), value_aval(self._value)
             if gd != d:
-                from .ops.linalg import _C_NAMES
-                raise RuntimeError(f"attempting to assign a gradient with dtype '{_C_NAMES.get(gd.name, gd.name)}'"
-                                   f" to a tensor with grad_dtype '{self.dtype.legacy_name}'. The gradient must "
-                                   "match the tensor's dtype.")
+                name = _dtype.C_NAMES.get(gd.name, gd.name)
+                raise RuntimeError(f"attempting to assign a gradient with dtype '{name}' to a tensor with grad_dtype "
+                                   f"'{self.dtype.legacy_name}'. The gradient must match the tensor's dtype.")
             if tuple(gs) != tuple(s):
                 raise RuntimeError(f"attempting to assign a gradient of size '{list(gs)}' to a tensor of size "
                                    f"'{list(s)}'. Please ensure that the gradient and the tensor are the same size")
@@ -277,14 +277,29 @@ class Tensor:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())
 
+    def _python_number(self):
+        """The one element, for ``float()``/``int()``/``complex()``: PyTorch raises ValueError there (where
+        ``item()`` raises RuntimeError) for a tensor of another size."""
+        if self._value.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._python_number())
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._python_number())
 
     def __complex__(self) -> complex:
-        return complex(self.item())
+        return complex(self._python_number())
+
+    def __contains__(self, element) -> bool:
+        """``element in t``: whether any element of ``t`` equals ``element`` (a number or a tensor, which
+        broadcasts), as PyTorch's; not Python's default, which iterates the rows (and fails past 1-D)."""
+        if not isinstance(element, (Tensor, numbers.Number)):
+            raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                               f"{type(element)}.")
+        return bool((self == element).any())
 
     def __index__(self) -> int:
         if self._value.size != 1 or not _dtype.is_integral(self._value.dtype, include_bool=True):
@@ -315,7 +330,9 @@ class Tensor:
     def __format__(self, spec: str) -> str:
         if self._value.ndim == 0:
             return format(self.item(), spec)
-        return format(repr(self), spec)
+        if spec:   # (as object.__format__ in PyTorch's: a spec applies to 0-d tensors only)
+            raise TypeError("unsupported format string passed to Tensor.__format__")
+        return repr(self)
 
     def __reduce_ex__(self, protocol):
         return (_rebuild, (np.asarray(self.detach()._value), self._rg))

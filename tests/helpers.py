@@ -205,6 +205,25 @@ def gradcheck(fn, *inputs, order: int = 1, eps: float = 1e-6, rtol: float = 1e-5
         check(gval, ggrad, "second order")
 
 
+def outcome(L, fn):
+    """``("ok", values, dtype name)`` of ``fn(L)``'s tensor (``L``: torch or dynajax), or ``(exception type,
+    message)``."""
+    try:
+        r = fn(L)
+    except Exception as e:   # noqa: BLE001 -- the exception itself is compared
+        return type(e).__name__, str(e)
+    if isinstance(r, dj.Tensor) or (torch is not None and isinstance(r, torch.Tensor)):
+        return "ok", r.tolist(), str(r.dtype).split(".")[-1]
+    return "ok", r
+
+
+def same(fn):
+    """``fn(torch)`` and ``fn(dynajax)`` give the same values and dtype, or raise the same error; the outcome."""
+    expected, actual = outcome(torch, fn), outcome(dj, fn)
+    assert actual == expected, f"torch: {expected}\ndynajax: {actual}"
+    return actual
+
+
 def raises_like_torch(fn, exc, msg: str) -> None:
     """``fn(torch)`` and ``fn(dynajax)`` both raise ``exc`` with ``msg`` in the message."""
     if torch is None:

@@ -5,23 +5,7 @@ import pytest
 import torch
 
 import dynajax as dj
-
-
-def outcome(L, fn):
-    """``("ok", values, dtype name)`` of ``fn(L)``'s tensor, or ``(exception type, message)``."""
-    try:
-        r = fn(L)
-    except Exception as e:   # noqa: BLE001 -- the exception itself is compared
-        return type(e).__name__, str(e)
-    if isinstance(r, (torch.Tensor, dj.Tensor)):
-        return "ok", r.tolist(), str(r.dtype).split(".")[-1]
-    return "ok", r
-
-
-def same(fn):
-    expected, actual = outcome(torch, fn), outcome(dj, fn)
-    assert actual == expected, f"torch: {expected}\ndynajax: {actual}"
-    return actual
+from helpers import same
 
 
 # ---------------------------------------------------------------- out=

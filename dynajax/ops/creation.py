@@ -185,6 +185,7 @@ def _on_step_device(device) -> bool:
 
 def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Tensor:
     """A new tensor of ``shape`` filled with ``value``: the op ``full`` where :func:`_recorded_here`."""
+    value = _dtype.checked_scalar(value, d)
     if _recorded_here(device, requires_grad):
         return apply(_full, shape=shape, value=value, dtype=d)
     return _finish(_full_array(shape, value, d), device, requires_grad)
@@ -297,8 +298,8 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
 # ---------------------------------------------------------------- random
 def _float_np_checked(dtype, fn: str) -> np.dtype:
     d = _np_or_default(dtype)
-    if not _dtype.is_float(d):
-        raise RuntimeError(f"\"{fn}\" not implemented for '{_dtype.from_np(d).legacy_name}'")
+    if not _dtype.is_float(d):   # (NotImplementedError, a RuntimeError, as PyTorch's dtype dispatch raises)
+        raise NotImplementedError(f"\"{fn}\" not implemented for '{_dtype.from_np(d).legacy_name}'")
     return d
 
 
@@ -409,8 +410,12 @@ def new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bo
 
 
 # ---------------------------------------------------------------- in-place random fills
+_RANDOM_KERNELS = {"normal": "normal_kernel_cpu", "uniform": "check_uniform_bounds"}   # PyTorch's, in its errors
+
+
 def _fill_random(self: Tensor, kind: str, a, b, generator) -> Tensor:
-    from .views import assign
+    if kind in _RANDOM_KERNELS:
+        _float_np_checked(self.dtype, _RANDOM_KERNELS[kind])
     v = random.sample(kind, self._value.shape, self._value.dtype, a, b, generator)
     return _assign_nograd(self, v)
 
@@ -445,6 +450,9 @@ def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=No
 
 @method()
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    if not self.is_floating_point():
+        raise RuntimeError(f"Exponential distribution is a continuous probability distribution. dtype must be a "
+                           f"floating point but you specified {self.dtype.legacy_name}")
     u = random.sample("uniform", self._value.shape, self._value.dtype, 0.0, 1.0, generator)
     return _assign_nograd(self, -jnp.log1p(-u) / lambd)
 
@@ -458,8 +466,8 @@ def fill_(self: Tensor, value) -> Tensor:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value._value.ndim} dimensions.")
         from .shape import expand
-        return write(self, expand(value.to(self.dtype), self._value.shape))
-    return write(self, _filled(tuple(self._value.shape), value, self._value.dtype, None, False))   # (recorded)
+        return write(self, expand(value.to(self.dtype), self._value.shape), "fill_")
+    return write(self, _filled(tuple(self._value.shape), value, self._value.dtype, None, False), "fill_")  # (recorded)
 
 
 @method()

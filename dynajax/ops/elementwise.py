@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import math
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -286,8 +287,9 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
             return run(o, hit[1], (input, other), hit[0])
         if result == "float" and not _dtype.is_float(d):
             d = _dtype.default_float_np()
-        elif result == "int" and _dtype.is_float(d):
-            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_dtype.from_np(d).legacy_name}'")
+        elif result == "int" and _dtype.is_float(d):   # (PyTorch's kernel names the shifts lshift/rshift)
+            kernel = {"bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}.get(name, name)
+            raise NotImplementedError(f"\"{kernel}_cpu\" not implemented for '{_dtype.from_np(d).legacy_name}'")
         return with_out(apply(o, input, other, dtype=d), out, name)
     public.__name__ = public.__qualname__ = method_name or name
     public.__doc__ = f"Elementwise ``{method_name or name}`` with broadcasting and type promotion."
@@ -434,19 +436,39 @@ for _n, _f in (("greater", gt), ("greater_equal", ge), ("less", lt), ("less_equa
     method(_n)(_f)
 
 
+def checked_alpha(alpha, d: np.dtype):
+    """``alpha`` of ``add``/``sub``/``index_add`` for a result of dtype ``d``, after PyTorch's checks: an
+    integer or bool result takes no float alpha, a real one no complex alpha, a bool alpha only a bool result,
+    and the value must fit ``d``. A bool result's alpha is a bool (``True + True * 2`` stays a bool), so that
+    ``other * alpha`` keeps ``other``'s dtype as PyTorch's kernel computes in ``d``."""
+    if _is_t(alpha):
+        return alpha
+    if isinstance(alpha, bool) and d != np.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if not _dtype.is_float(d) and not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if d.kind != "c" and isinstance(alpha, complex):
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+    alpha = _dtype.checked_scalar(alpha, d)
+    return bool(alpha) if d == np.bool_ else alpha
+
+
 @export
 def add(input, other, *, alpha=1, out=None) -> Tensor:
-    """``input + alpha * other`` with broadcasting and type promotion."""
-    if alpha != 1:
-        other = other * alpha
+    """``input + alpha * other`` with broadcasting and type promotion (``alpha`` takes no part in it)."""
+    if type(alpha) is not int or alpha != 1:   # (``alpha=1.0`` too: a float alpha on integers raises, as in PyTorch)
+        alpha = checked_alpha(alpha, _dtype.result_type(input, other))
+        if alpha is not True:   # (a bool result's True alpha: nothing to scale)
+            other = other * alpha
     return _add(input, other, out=out)
 
 
 @export
 def sub(input, other, *, alpha=1, out=None) -> Tensor:
     """``input - alpha * other``."""
-    if alpha != 1:
+    if type(alpha) is not int or alpha != 1:
         _sub_check(input, other)   # (before ``other * alpha`` takes a bool ``other`` to an integer)
+        alpha = checked_alpha(alpha, _dtype.result_type(input, other))
         other = other * alpha
     return _sub(input, other, out=out)
 
@@ -493,10 +515,17 @@ def where(condition, input=None, other=None) -> Tensor:
     if input is None and other is None:
         from .index import nonzero
         return nonzero(condition, as_tuple=True)
+    if _is_t(condition) and condition._value.dtype == np.uint8:   # PyTorch still takes it, warning
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed "
+                      "in a future version of PyTorch. Use a boolean condition instead.", stacklevel=2)
+        condition = condition != 0
     if _is_t(condition) and condition._value.dtype != np.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{condition.dtype.legacy_name}")
-    return apply(_where_impl, condition, input, other, dtype=_dtype.result_type(input, other))
+    d = _dtype.result_type(input, other)
+    input = _dtype.checked_scalar(input, d, halves_wide=True)
+    other = _dtype.checked_scalar(other, d, halves_wide=True)
+    return apply(_where_impl, condition, input, other, dtype=d)
 
 
 @method("where")
@@ -535,7 +564,10 @@ def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     args = [a for a in (input, min, max) if a is not None]
-    return with_out(apply(_clamp_impl, input, min, max, dtype=_dtype.result_type(*args)), out)
+    d = _dtype.result_type(*args)
+    min = _dtype.checked_scalar(min, d)
+    max = _dtype.checked_scalar(max, d)
+    return with_out(apply(_clamp_impl, input, min, max, dtype=d), out)
 
 
 clip = clamp
@@ -555,10 +587,26 @@ export(clamp_min, inplace_name="clamp_min_")
 export(clamp_max, inplace_name="clamp_max_")
 
 
-@export
+def _lerp_check(input: Tensor, end, weight) -> None:
+    """PyTorch's checks: ``end`` (and a tensor ``weight``) of ``input``'s dtype, a float or complex one."""
+    if not _is_t(end):
+        raise TypeError(f"lerp(): argument 'end' (position 2) must be Tensor, not {type(end).__name__}")
+    if not _dtype.is_float(input._value.dtype):
+        kernel = "lerp_kernel_tensor" if _is_t(weight) else "lerp_kernel_scalar"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{input.dtype.legacy_name}'")
+    for name, t in (("end", end), ("weight", weight)):
+        if _is_t(t) and t._value.dtype != input._value.dtype:
+            raise RuntimeError(f"expected dtype {_dtype.C_NAMES[input.dtype.name]} for `{name}` but got dtype "
+                               f"{_dtype.C_NAMES[t.dtype.name]}")
+
+
 def lerp(input: Tensor, end, weight) -> Tensor:
     """``input + weight * (end - input)``."""
+    _lerp_check(input, end, weight)
     return input + weight * (end - input)
+
+
+export(lerp, inplace_name="lerp_")
 
 
 def sgn(input: Tensor) -> Tensor:

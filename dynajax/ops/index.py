@@ -28,7 +28,7 @@ from .creation import full, tensor
 from .elementwise import broadcast_error, export, where, with_out
 from .registry import apply, op
 from .shape import expand, reshape
-from .views import _broadcastable, inplace, make_view
+from .views import _broadcastable, _may_overlap, check_no_overlap, inplace, make_view
 
 __all__ = [
     "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add", "index_fill",
@@ -53,8 +53,11 @@ def _host(t: Tensor) -> np.ndarray:
     return t.numpy(force=True)
 
 
-def _is_int(t: Tensor) -> bool:
-    return _dtype.is_integral(t._value.dtype)
+def _is_index(t: Tensor, long_only: bool = False) -> bool:
+    """Whether ``t`` has a dtype PyTorch takes for an index tensor: int64, or (most ops) int32 as well;
+    int8/int16/uint8 values are refused, as there (a uint8 key is a mask)."""
+    d = t._value.dtype
+    return d == np.int64 or (d == np.int32 and not long_only)
 
 
 # ---------------------------------------------------------------- bounds
@@ -125,12 +128,12 @@ def _classify(item):
         return "bool", bool(item)
     if isinstance(item, (int, np.integer)):
         return "int", int(item)
-    if isinstance(item, (list, tuple, np.ndarray, jax.Array, Tensor)):
+    if isinstance(item, (list, tuple, range, np.ndarray, jax.Array, Tensor)):
         t = _as_index_tensor(item)
         d = t._value.dtype
         if d == np.bool_ or d == np.uint8:
             return ("bool", bool(t.item())) if t._value.ndim == 0 else ("mask", t)
-        if not _dtype.is_integral(d):
+        if not _is_index(t):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         return ("int", int(t.item())) if t._value.ndim == 0 else ("arr", t)
     if hasattr(item, "__index__"):
@@ -244,11 +247,12 @@ def _index_impl(x, *idx, basic, dims, in_shape):
 def _put(x, v, idx, basic, dims, accumulate):
     v = jnp.asarray(v).astype(x.dtype)
     sub = x[_jidx(basic)] if basic else x
+    boolean = x.dtype == np.bool_   # (bools accumulate as PyTorch adds them: True + True is True, a max)
     if dims:
         ref = sub.at[_adv(sub.ndim, dims, idx)]
-        sub = ref.add(v) if accumulate else ref.set(v)
+        sub = (ref.max(v) if boolean else ref.add(v)) if accumulate else ref.set(v)
     else:
-        sub = sub + v if accumulate else jnp.broadcast_to(v, sub.shape)
+        sub = (sub | v if boolean else sub + v) if accumulate else jnp.broadcast_to(v, sub.shape)
     return x.at[_jidx(basic)].set(sub) if basic else sub
 
 
@@ -300,12 +304,26 @@ def _getitem(self: Tensor, key) -> Tensor:
     return apply(_index, self, *arrays, basic=basic, dims=dims, in_shape=_shape(self))
 
 
+def _mask_fill(key, value: Tensor) -> bool:
+    """Whether ``x[key] = value`` is, as PyTorch runs it, a ``masked_fill`` (which casts the value): one
+    bool mask as the whole key and a one-element value (not when accumulating)."""
+    k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+    return isinstance(k, Tensor) and k._value.dtype in (np.bool_, np.uint8) and value._value.size == 1
+
+
 def _put_key(x: Tensor, key, value, accumulate: bool) -> Tensor:
     """``x`` with ``x[key]`` set to (or, with ``accumulate``, increased by) ``value``; out of place."""
     shape = _shape(x)
     basic, dims, arrays = parse_key(shape, key)
     if not isinstance(value, (Tensor, int, float, bool, complex)):
         value = tensor(value, dtype=x.dtype)
+    value = _dtype.checked_scalar(value, x._value.dtype, halves_wide=True)
+    if (arrays and isinstance(value, Tensor) and value._value.dtype != x._value.dtype
+            and (accumulate or not _mask_fill(key, value))):
+        # PyTorch casts a value written through a basic key (a copy into a view), not through index tensors
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{x.dtype.legacy_name} for the destination and {value.dtype.legacy_name} for "
+                           "the source.")
     if isinstance(value, Tensor):
         target = _result_shape(shape, basic, dims, tuple(_shape(a) for a in arrays))
         vs = _shape(value)
@@ -323,6 +341,12 @@ def _put_key(x: Tensor, key, value, accumulate: bool) -> Tensor:
 
 
 def _setitem(self: Tensor, key, value) -> None:
+    if self._base is not None and _may_overlap(self._view):
+        # PyTorch copies into ``self[key]`` for a key without index tensors: refused where that view shows
+        # one element several times (``x.expand(2, 3)[:] = v``); ``x.expand(2, 3)[0] = v`` is allowed
+        basic, _, arrays = parse_key(_shape(self), key)
+        if not arrays:
+            check_no_overlap(basic_view(self, basic))
     inplace(self, lambda a: _put_key(a, key, value, False), "__setitem__")
 
 
@@ -331,7 +355,13 @@ Tensor.__setitem__ = _setitem
 
 
 def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
-    """``input`` with ``input[indices]`` set to ``values`` (added when ``accumulate``)."""
+    """``input`` with ``input[indices]`` set to ``values`` (added when ``accumulate``).
+
+    ``values`` must be a tensor of ``input``'s dtype, as for ``input[indices] = values`` with index tensors
+    (a one-element value under a single bool mask is a ``masked_fill``, which casts).
+    """
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put_(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
     return _put_key(input, tuple(indices), values, accumulate)
 
 
@@ -373,7 +403,7 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
 # ---------------------------------------------------------------- index_select / index_add / _fill / _copy
 def _dim_index(name: str, input: Tensor, dim: int, index: Tensor, exc=IndexError, vector_msg=None) -> tuple:
     """Checks shared by the ``index_*`` ops: returns the wrapped dim and the 1-D index."""
-    if not _is_int(index):
+    if not _is_index(index):
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index but got: {index.dtype.legacy_name}")
     if index._value.ndim > 1:
         raise exc(vector_msg or f"{name}(): Index is supposed to be a vector")
@@ -384,11 +414,17 @@ def _dim_index(name: str, input: Tensor, dim: int, index: Tensor, exc=IndexError
 @export
 def index_select(input: Tensor, dim: int, index: Tensor, *, out=None) -> Tensor:
     """The slices ``index`` (a 1-D int tensor) along ``dim``."""
-    if not _is_int(index):
+    if not _is_index(index):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     d, index = _dim_index("index_select", input, dim, index)
-    check_bounds([index], [_shape(input)[d] if input._value.ndim else 1],
+    scalar = input._value.ndim == 0
+    if scalar and index._value.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index._value.size} value(s)")
+    check_bounds([index], [_shape(input)[d] if not scalar else 1],
                  _raise(IndexError, "index out of range in self"), negative=False)
+    if scalar:   # a 0-d input gives a 0-d result: its one element
+        r = apply(_index, reshape(input, (1,)), index, basic=(), dims=(0,), in_shape=(1,))
+        return with_out(reshape(r, ()), out)
     return with_out(apply(_index, input, index, basic=(), dims=(d,), in_shape=_shape(input)), out)
 
 
@@ -421,11 +457,17 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     check_bounds([index], [_shape(input)[d]],
                  _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {_shape(input)[d]}"),
                  negative=False)
-    return _put_dim(input, d, index, source * alpha if alpha != 1 else source, True)
+    if not isinstance(alpha, Tensor):   # PyTorch converts alpha to the input's dtype (an int one truncates it)
+        dt = input._value.dtype
+        alpha = _dtype.checked_scalar(alpha, dt)
+        alpha = bool(alpha) if dt == np.bool_ else int(alpha) if _dtype.is_integral(dt) else alpha
+    return _put_dim(input, d, index, source * alpha if alpha is not True and alpha != 1 else source, True)
 
 
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """``input`` with its slices ``index`` along ``dim`` replaced by those of ``source``."""
+    if not _is_index(index, long_only=True):
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
     d, index = _dim_index("index_copy_", input, dim, index,
                           vector_msg=f"index_copy_(): Index should have dimension 1 or 0 (got {index._value.ndim})")
     _check_source("index_copy_", input, d, index, source, IndexError)
@@ -437,10 +479,15 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
 
 def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     """``input`` with its slices ``index`` along ``dim`` set to ``value`` (a number or 0-d tensor)."""
+    if not _is_index(index, long_only=True):
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     d, index = _dim_index("index_fill_", input, dim, index, RuntimeError, "Index has to be a vector/scalar")
     if isinstance(value, Tensor) and value._value.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value._value.ndim} dimension(s).")
+    if isinstance(value, complex) and not input.is_complex():
+        raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
+    value = _dtype.checked_scalar(value, input._value.dtype)
     n = _shape(input)[d] if input._value.ndim else 1
     check_bounds([index], [n], _raise(IndexError, f"index {{i}} is out of bounds for dimension {d} with size {n}"))
     return _put_dim(input, d, index, value, False)
@@ -478,6 +525,8 @@ def _scatter_impl(x, idx, src, *, dim, reduce, include_self, in_shape):
     src = jnp.broadcast_to(jnp.asarray(src).astype(x.dtype), idx.shape)
     if reduce is None:
         return at(x).set(src)
+    if x.dtype == np.bool_:   # (bools add as a logical or and multiply as an and, as PyTorch's do)
+        reduce = {"sum": "amax", "prod": "amin"}.get(reduce, reduce)
     if not include_self:  # start every scattered-to slot from a neutral value
         x = at(x).set(src if reduce in ("amax", "amin") else 1 if reduce == "prod" else 0)
     if reduce in ("sum", "mean"):
@@ -549,7 +598,7 @@ def _scatter_reduce_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_sh
 
 
 def _check_gather_args(name: str, input: Tensor, dim: int, index: Tensor, src=None) -> int:
-    if not _is_int(index):
+    if not _is_index(index):
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
     x, i = _shape(input), _shape(index)
     who = "input" if name == "gather" else "self"
@@ -591,8 +640,11 @@ _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
 def _scatter_apply(name, input, dim, index, src, reduce, include_self):
+    if reduce == "mean" and input._value.dtype == np.bool_:
+        raise NotImplementedError("\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
     if isinstance(src, Tensor) and src._value.dtype != input._value.dtype:
         raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+    src = _dtype.checked_scalar(src, input._value.dtype)
     d = _check_gather_args(name, input, dim, index, src)
     scalar = input._value.ndim == 0
     x, i, s = _as_1d(input, index, src)
@@ -638,8 +690,11 @@ for _f in (scatter, scatter_add, scatter_reduce):
 @export
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """Values of ``input`` at ``indices`` along ``dim`` (of the flattened input when ``dim`` is None)."""
-    if dim is None:
+    if dim is None:   # (the flattened input's gather: its checks)
         return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    if not _is_index(indices, long_only=True):
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{indices.dtype.legacy_name}")
     x, i = _shape(input), _shape(indices)
     if len(x) != len(i):
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of "
@@ -652,7 +707,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
 
 # ---------------------------------------------------------------- take / put
 def _flat_index(name: str, input: Tensor, index: Tensor) -> None:
-    if not _is_int(index):
+    if not _is_index(index, long_only=True):
         raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
     n = input.numel()
     check_bounds([index], [n], _raise(IndexError, f"out of range: tried to access index {{i}} on a tensor of {n} "
@@ -705,6 +760,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value._value.ndim} dimension(s).")
         value = cast(value, input._value.dtype)
+    value = _dtype.checked_scalar(value, input._value.dtype)
     return cast(where(mask, value, input), input._value.dtype)
 
 

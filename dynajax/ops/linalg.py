@@ -35,11 +35,7 @@ def _shape(x: Tensor) -> tuple:
     return tuple(x._value.shape)
 
 
-# ---------------------------------------------------------------- dtype names in PyTorch's messages
-_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-            "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
-            "complex128": "c10::complex<double>"}
+_C_NAMES = _dtype.C_NAMES   # dtype names in PyTorch's messages
 
 
 def _same_dtype_mm(a: Tensor, b: Tensor) -> None:

@@ -10,8 +10,10 @@ recomputed from its base on next use.
 """
 from __future__ import annotations
 
+import functools
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -90,13 +92,36 @@ def _flat_positions(shape, chain):
     return _run_chain(jnp.arange(int(np.prod(shape)), dtype=jnp.int64).reshape(shape), chain)
 
 
+def _may_overlap(chain) -> bool:
+    """Whether a view chain has a step that can show one base element more than once (a dim ``expand``
+    broadcast, ``unfold`` windows that overlap); every other view op maps elements one to one."""
+    return any(not is_detach(step) and step[0].name in ("expand", "unfold_dim") for step in chain)
+
+
+@functools.lru_cache(maxsize=512)
+def _shares_elements(shape: tuple, chain) -> bool:
+    """Whether the view ``chain`` of a base of ``shape`` shows some base element more than once."""
+    if not _may_overlap(chain):
+        return False
+    with jax.ensure_compile_time_eval():   # (also while a step is being traced: the positions are static)
+        pos = np.asarray(_flat_positions(shape, chain)).ravel()
+    return np.unique(pos).size < pos.size
+
+
 @op("view_scatter", backward_name="CopySlices")
 def view_scatter(base, src, *, chain):
     if all(is_detach(step) for step in chain):   # a detached alias covers all of its base: no scatter
         return jnp.broadcast_to(src, base.shape).astype(base.dtype)
     pos = _flat_positions(base.shape, chain).ravel()
     src = jnp.broadcast_to(src, _run_chain(base, chain).shape).ravel().astype(base.dtype)
-    return base.ravel().at[pos].set(src).reshape(base.shape)
+    flat = base.ravel()
+    if _shares_elements(tuple(base.shape), chain):
+        # Several view elements are one base element (``x.expand(2, 3)[0] = 1``). PyTorch's write touches
+        # only the elements the op wrote, so a copy the op left as it was must not undo a copy it changed:
+        # scatter only the changed elements (an unchanged one holds the base's value already).
+        pos = jnp.where(src != flat[pos], pos, flat.size)
+        return flat.at[pos].set(src, mode="drop").reshape(base.shape)
+    return flat.at[pos].set(src).reshape(base.shape)
 
 
 @view_scatter.defvjp
@@ -121,6 +146,23 @@ def _check_inplace_allowed(t: Tensor) -> None:
         if b.grad_fn is None and b._rg:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
+
+
+# In-place ops PyTorch allows on a tensor whose elements share memory (an expanded one): they write each
+# element they touch once, so the result does not depend on the order of the writes.
+_OVERLAP_OK = frozenset({"__setitem__", "index_put_", "index_fill_", "masked_fill_", "fill_"})
+
+
+def check_no_overlap(t: Tensor, opname: str = "") -> None:
+    """PyTorch's RuntimeError for an in-place write into a view that shows one element several times through
+    a broadcast (stride-0) dim, as ``x.expand(2, 3).add_(1)``; ``fill_``, ``index_put_`` and the other ops
+    of ``_OVERLAP_OK`` are allowed, as in PyTorch."""
+    if t._base is None or opname in _OVERLAP_OK or not _may_overlap(t._view):
+        return
+    lay = layout(t)
+    if lay is not None and any(n > 1 and st == 0 for n, st in zip(*lay)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
 
 
 def _cast_result(t: Tensor, r: Tensor, opname: str) -> Tensor:
@@ -158,19 +200,21 @@ def _broadcastable(a, b) -> bool:
 def inplace(t: Tensor, compute, opname: str = "") -> Tensor:
     """Run ``compute(alias_of_t) -> Tensor`` and write its result into ``t`` in place."""
     _check_inplace_allowed(t)
+    check_no_overlap(t, opname)
     if t._base is not None:
         t._sync()
     alias = _make(t._value, t._rg, t.grad_fn, t._out_idx)
     return assign(t, _cast_result(t, compute(alias), opname))
 
 
-def write(t: Tensor, r: Tensor) -> Tensor:
+def write(t: Tensor, r: Tensor, opname: str = "") -> Tensor:
     """Write the value of ``r`` into ``t`` in place: :func:`inplace` for a result that does not read ``t``."""
     if t._base is None and not grad_mode.state.enabled:   # an optimizer's update: only the rebind can apply
         tv, rv = t._value, r._value
         if tv.dtype == rv.dtype and tuple(tv.shape) == tuple(rv.shape):
             return assign(t, r)
     _check_inplace_allowed(t)
+    check_no_overlap(t, opname)
     if t._base is not None:
         t._sync()
     return assign(t, _cast_result(t, r, ""))
