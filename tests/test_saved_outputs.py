@@ -211,3 +211,23 @@ def test_layers_whose_outputs_are_changed_in_place_backpropagate_as_torchs(layer
     dm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
     for a, b in zip(run(dj, dm), run(torch, tm), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("expr", ["y[1] * 2", "2 * y[1]", "y[1] / 2", "y[1].mul(0.5)", "y[1] * c",
+                                  "y[1:2] @ m", "y[1].lerp(c, 0.3)", "y[1] * w"])
+def test_write_after_an_op_that_saved_no_input(expr):
+    """An op saves only the inputs the rules of its differentiable inputs read (PyTorch's MulBackward0 saves
+    ``self`` only where ``other`` needs a gradient): an in-place write to an input no rule reads is no error;
+    ``y[1] * w`` with ``w`` requiring grad still saves ``y[1]`` and raises, as in PyTorch."""
+    def run(L):
+        x = L.tensor(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, requires_grad=True)
+        c, m = L.full((4,), 2.0), L.ones(4, 4)
+        w = L.full((4,), 2.0, requires_grad=True)
+        y = x * 1
+        y[0] = eval(expr, {}, dict(y=y, c=c, m=m, w=w))
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            return "modified by an inplace operation" in str(e)
+        return x.grad.tolist()
+    assert run(dj) == run(torch)

@@ -47,7 +47,7 @@ class Op:
     """One registered op. Create with :func:`op`; attach its VJP with ``@the_op.defvjp``."""
 
     __slots__ = ("name", "impl", "rule", "per_input", "nout", "check", "error", "backward_name",
-                 "_saves", "_saves_rest", "saves_out", "_jit", "_jit_plain", "differentiable", "none_cotangents")
+                 "_saves", "_saves_rest", "_reads", "_reads_memo", "saves_out", "_jit", "_jit_plain", "differentiable", "none_cotangents")
 
     def __init__(self, name: str, impl: Callable, nout: int = 1, check=None, error=None,
                  backward_name: str | None = None) -> None:
@@ -60,6 +60,8 @@ class Op:
         self.per_input = None
         self._saves = ()
         self._saves_rest = False
+        self._reads = None            # per-input rules: per rule, (reads of each input, of the rest, of out)
+        self._reads_memo: dict = {}   # which inputs need a gradient -> what ``saves_for`` answers
         self.saves_out = False
         self._jit: dict = {}          # static params -> the eager kernel (eager compiler options)
         self._jit_plain: dict = {}    # the same, not as eager kernels: on tracers (no options), graph breaks
@@ -97,19 +99,48 @@ class Op:
                 return tuple(r(g, out, *args, **params) if r is not None else None for r in rules)
         self.rule = rule
         self.differentiable = True
-        used, positional, varargs = set(), (), None
+        used, positional, varargs, reads = set(), (), None, []
         for r in rules:
             if r is None:
+                reads.append(None)
                 continue
             code = r.__code__
-            used |= _loaded_names(code)
+            names = _loaded_names(code)
+            used |= names
             positional = code.co_varnames[:code.co_argcount]
             if code.co_flags & 0x04:  # *varargs
                 varargs = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
+            reads.append((tuple(n in names for n in positional[2:]), varargs is not None and varargs in names,
+                          len(positional) > 1 and positional[1] in names))
         self.saves_out = (len(positional) > 1 and positional[1] in used) if saves_out is None else saves_out
         self._saves = tuple(n in used for n in positional[2:])
         self._saves_rest = varargs is not None and varargs in used
+        # with one rule per input, only the rules of the inputs that need a gradient run: what they read is
+        # all that is saved (``x * 2`` saves nothing, ``x * w`` saves w alone where x needs no gradient), as
+        # PyTorch saves it, so a later in-place write to an unread input is no error
+        self._reads = tuple(reads) if self.per_input is not None and saves_out is None else None
         return rules[0]
+
+    def saves_for(self, grads: tuple) -> tuple:
+        """``(saves, saves_rest, saves_out)`` for one call whose inputs needing a gradient are ``grads``
+        (bools, one per argument); memoised per op, as a call of ``_record`` asks on every recorded op."""
+        if self._reads is None:
+            return self._saves, self._saves_rest, self.saves_out
+        hit = self._reads_memo.get(grads)
+        if hit is None:
+            hit = self._reads_memo[grads] = self._saves_of(grads)
+        return hit
+
+    def _saves_of(self, grads: tuple) -> tuple:
+        n = len(self._saves)
+        saves, rest, out = [False] * n, False, False
+        for need, rd in zip(grads, self._reads):
+            if need and rd is not None:
+                ins, r, o = rd
+                for i in range(min(n, len(ins))):
+                    saves[i] = saves[i] or ins[i]
+                rest, out = rest or r, out or o
+        return tuple(saves), rest, out
 
     def saves(self, i: int) -> bool:
         s = self._saves
@@ -232,7 +263,10 @@ def run(op: Op, fn, args: tuple, params: dict):
 def _record(op: Op, args: tuple, params: dict, out):
     T = _Tensor
     edges, saved, consts, in_meta = [], [], [], []
-    saves, rest = op._saves, op._saves_rest
+    if op._reads is None:
+        saves, rest, keep = op._saves, op._saves_rest, op.saves_out
+    else:
+        saves, rest, keep = op.saves_for(tuple([isinstance(a, T) and a._rg for a in args]))
     nsaves = len(saves)
     for i, a in enumerate(args):
         if isinstance(a, T):
@@ -252,7 +286,6 @@ def _record(op: Op, args: tuple, params: dict, out):
             consts.append(None)
             saved.append(a)
     vc = [0, 0]
-    keep = op.saves_out
     if callable(keep):
         keep = keep(*args, **params)
     if op.nout == 1:
