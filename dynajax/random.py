@@ -98,8 +98,21 @@ def _sample(key, a, b, *, kind, shape, dtype):
     # XLA's CPU loops vectorize along the last dim, and an NCHW activation's last dim is small (7 for a
     # 28x28 image pooled twice), which made a dropout mask's draw cost ~5x more than the flat one
     # (a per-element ``a``/``b``, as a Bernoulli's probs tensor, is flattened alike)
+    if kind in ("multinomial", "multinomial_distinct"):
+        return _multinomial(key, a, shape, kind == "multinomial").astype(dtype)
     a, b = (jnp.broadcast_to(v, shape).reshape(-1) if jnp.ndim(v) else v for v in (a, b))
     return _draw(key, a, b, kind, (math.prod(shape),), dtype).reshape(shape)
+
+
+def _multinomial(key, probs, shape, replacement: bool):
+    """Indices into the last dim of ``probs`` (unnormalised weights; rows of a 2-d one drawn apart), ``shape[-1]``
+    per row: independent categorical draws, or (``replacement`` False) distinct ones in the order a draw
+    without replacement makes them -- the top-k of the log-weights plus Gumbel noise, which is such a draw."""
+    logits = jnp.log(probs.astype(jnp.promote_types(probs.dtype, jnp.float32)))
+    n = shape[-1]
+    if replacement:
+        return jnp.moveaxis(jax.random.categorical(key, logits, shape=(n,) + logits.shape[:-1]), 0, -1)
+    return jax.lax.top_k(logits + jax.random.gumbel(key, logits.shape, logits.dtype), n)[1]
 
 
 def _draw(key, a, b, kind, shape, dtype):
@@ -120,12 +133,16 @@ def _draw(key, a, b, kind, shape, dtype):
     raise ValueError(kind)
 
 
+_ELEMENTWISE = frozenset({"uniform", "normal", "randint", "bernoulli"})   # numbers drawn one per element
+
+
 def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
-    """Draw an array: kind is uniform [a, b), normal (mean a, std b), randint [a, b), bernoulli (p=a) or
-    permutation (of ``range(shape[0])``, ``shape`` 1-d)."""
+    """Draw an array: kind is uniform [a, b), normal (mean a, std b), randint [a, b), bernoulli (p=a),
+    permutation (of ``range(shape[0])``, ``shape`` 1-d), multinomial or multinomial_distinct (``shape[-1]``
+    indices per row of the weights ``a``, with or without replacement)."""
     key, shape, dtype = next_key(generator), tuple(shape), np.dtype(dtype)
     n = math.prod(shape)
-    if kind != "permutation" and _drawn_in_bulk(key, a, b, (kind, shape, dtype), n):   # (a cut one is none)
+    if kind in _ELEMENTWISE and _drawn_in_bulk(key, a, b, (kind, shape, dtype), n):   # (a cut one is none)
         m = 1 << max(16, (n - 1).bit_length())
         return jax.device_put(np.asarray(_sample(key, a, b, kind=kind, shape=(m,), dtype=dtype))[:n].reshape(shape))
     return _sample(key, a, b, kind=kind, shape=shape, dtype=dtype)

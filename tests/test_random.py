@@ -93,3 +93,59 @@ def test_randint_of_a_non_integer_dtype_draws_integers_in_it(dtype):
     for v in (a, b):
         assert v.dtype == want
         assert set(np.unique(v.astype(np.int64))) == set(range(high))   # every value drawn, none outside
+
+
+MULTINOMIAL_ERRORS = {
+    "integer weights": lambda L: L.multinomial(L.tensor([1, 2]), 1),
+    "3-d weights": lambda L: L.multinomial(L.ones(2, 2, 2), 1),
+    "no samples": lambda L: L.multinomial(L.ones(3), 0),
+    "more distinct samples than categories": lambda L: L.multinomial(L.ones(3), 4),
+    "negative weight": lambda L: L.multinomial(L.tensor([1.0, -1.0, 1.0]), 1, True),
+    "NaN weight": lambda L: L.multinomial(L.tensor([1.0, float("nan")]), 1, True),
+    "zero row": lambda L: L.multinomial(L.tensor([[1.0, 1.0], [0.0, 0.0]]), 1, True),
+}
+
+
+@pytest.mark.parametrize("case", list(MULTINOMIAL_ERRORS))
+def test_multinomial_rejects_what_torch_rejects(case):
+    torch = pytest.importorskip("torch")
+    got = []
+    for L in (torch, dj):
+        with pytest.raises(RuntimeError) as info:
+            MULTINOMIAL_ERRORS[case](L)
+        got.append(str(info.value))
+    assert got[1] == got[0]
+
+
+def test_multinomial_draws_follow_the_weights_with_and_without_replacement():
+    dj.manual_seed(3)
+    w = dj.tensor([[1.0, 0.0, 6.0, 3.0], [2.0, 2.0, 0.0, 4.0]])
+    draws = dj.multinomial(w, 20000, replacement=True)
+    assert draws.dtype == dj.int64 and tuple(draws.shape) == (2, 20000)
+    for row, want in zip(draws.numpy(), w.numpy() / w.numpy().sum(1, keepdims=True)):
+        np.testing.assert_allclose(np.bincount(row, minlength=4) / 20000, want, atol=0.015)
+    # without replacement: distinct, zero weights never drawn while others remain, and the ordered pairs
+    # drawn with the probabilities of drawing one after the other: p_i * p_j / (1 - p_i)
+    p = np.array([0.5, 0.3, 0.2, 0.0])
+    pairs = dj.tensor(p).expand(20000, 4).multinomial(2).numpy()
+    assert (pairs[:, 0] != pairs[:, 1]).all() and (pairs != 3).all()
+    joint = np.zeros((4, 4))
+    np.add.at(joint, (pairs[:, 0], pairs[:, 1]), 1 / 20000)
+    want = np.array([[p[i] * p[j] / (1 - p[i]) if i != j else 0.0 for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(joint, want, atol=0.015)
+    assert sorted(dj.multinomial(dj.ones(10), 10).tolist()) == list(range(10))
+
+
+def test_multinomial_in_a_compiled_step_draws_eagers_numbers():
+    w = dj.tensor([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]])
+    g = dj.Generator()
+
+    def sample(w):
+        return dj.multinomial(w, 4, replacement=True), w.multinomial(2), dj.multinomial(w, 3, generator=g)
+    results = []
+    for fn in (sample, dj.compile(sample)):
+        dj.manual_seed(5)
+        g.manual_seed(9)
+        results.append([[t.tolist() for t in fn(w)] for _ in range(3)])
+    assert results[0] == results[1]
+    assert results[0][0] != results[0][1]   # the stream moves on between calls

@@ -19,7 +19,7 @@ from . import registry
 from .registry import apply, op
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "eye", "arange", "linspace",
-           "logspace", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "zeros_like", "ones_like",
+           "logspace", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial", "zeros_like", "ones_like",
            "empty_like", "rand_like", "randn_like", "full_like", "randint_like"]
 
 
@@ -347,6 +347,40 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probability ``input`` (or ``p``) of a 1, in ``input``'s dtype."""
     prob = input._value if p is None else p
     return _make(random.sample("bernoulli", input._value.shape, input._value.dtype, prob, 0.0, generator))
+
+
+@method()
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None, out=None) -> Tensor:
+    """int64 indices into the last dim of ``input`` (non-negative weights, need not sum to 1; a 2-d input's rows
+    are drawn apart), ``num_samples`` per row, with or without ``replacement``. PyTorch's checks of the values
+    (no negative, inf or NaN weight; a row summing to more than 0) read them back in eager mode; a compiled step
+    does not check them."""
+    v = input._value
+    if not _dtype.from_np(np.dtype(v.dtype)).is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{input.dtype.legacy_name}")
+    if len(v.shape) not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    n = int(num_samples)
+    if n <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and n > v.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if type(v) is not Sym and v.size:
+        if input._base is not None:
+            input._sync()
+            v = input._value
+        a = np.asarray(v, dtype=np.float64)
+        if not np.isfinite(a).all() or (a < 0).any():
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        if (a.sum(-1) <= 0).any():
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    kind = "multinomial" if replacement else "multinomial_distinct"
+    r = _make(random.sample(kind, tuple(v.shape[:-1]) + (n,), np.int64, v, 0.0, generator))
+    if out is None:
+        return r
+    from .elementwise import with_out
+    return with_out(r, out)
 
 
 # ---------------------------------------------------------------- *_like and new_*
