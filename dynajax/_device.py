@@ -160,6 +160,10 @@ def eager_compiler_options() -> dict | None:
     return _EAGER_OPTIONS[0]
 
 
+# XLA options of a compiled step's executables: every float16/bfloat16 value rounded to its type after
+# each op, as eager kernels (one op each) and PyTorch round it (XLA's default lets a fusion skip that)
+STEP_COMPILER_OPTIONS = {"xla_allow_excess_precision": False}
+
 EAGER_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}   # (jaxlib 0.11's XLA has no such option)
 _EAGER_OPTIONS: list = []   # once probed: the options XLA:CPU accepted (None: it rejected them)
 

@@ -39,7 +39,7 @@ import weakref
 import jax
 
 from ._capture import _array_type, is_array
-from ._device import numbers_on
+from ._device import STEP_COMPILER_OPTIONS, numbers_on
 from ._tensor import Tensor
 from .lower import _tree_flatten
 
@@ -169,7 +169,7 @@ class Speculator:
             elif self.mode is True:
                 ks.verdict = True
             # an executable donating nothing is its own twin; else a non-donating one compiles at its first run
-            ks.twin = jax.jit(run, **placed) if plan.donate else exe
+            ks.twin = jax.jit(run, compiler_options=STEP_COMPILER_OPTIONS, **placed) if plan.donate else exe
         if ks.verdict is None:
             plain, spec = ks.times
             if len(plain) >= TRIAL and len(spec) >= TRIAL:

@@ -52,7 +52,7 @@ import numpy as np
 
 from . import _bucketing, _compile_cache, _replay, _rolling
 from ._speculate import Speculator
-from ._device import numbers_on
+from ._device import STEP_COMPILER_OPTIONS, numbers_on
 from ._capture import Capture, Sym, run_graph
 from ._tensor import Tensor
 from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
@@ -278,7 +278,10 @@ class Compiled:
         # step's state turns committed after the first call (its arrays are then outputs), which would
         # compile every executable twice
         placed = {} if self.layout is not None else {"in_shardings": cap.placement()}
-        exe = jax.jit(run, donate_argnums=(0,) if donate else (), **placed)
+        # rounding to float16/bfloat16 after every op, as eager mode and PyTorch do: XLA's default lets a
+        # fusion keep float32 values between such ops, so a compiled step's numbers drifted from eager's
+        exe = jax.jit(run, donate_argnums=(0,) if donate else (), compiler_options=STEP_COMPILER_OPTIONS,
+                      **placed)
         lru_put(self._made, exe, (run, placed, None), self.cache_size)
         # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
@@ -297,7 +300,8 @@ class Compiled:
     def _prefix_executable(self, key, eqns: list, cap: Capture):
         """Executable computing one value of a partly recorded step (a graph break), cached by its key."""
         return lru_get(self._prefix, key, self.cache_size,
-                       lambda: jax.jit(functools.partial(run_graph, eqns, list(cap.in_vars), cap.nvars, key[-1])))
+                       lambda: jax.jit(functools.partial(run_graph, eqns, list(cap.in_vars), cap.nvars, key[-1]),
+                                       compiler_options=STEP_COMPILER_OPTIONS))
 
     # ------------------------------------------------------------ planning
     def _plan(self, cap: Capture, result, args) -> _Plan:

@@ -74,6 +74,7 @@ import numpy as np
 from jax.sharding import NamedSharding as NamedSharding
 from jax.sharding import PartitionSpec as PartitionSpec
 
+from ._device import STEP_COMPILER_OPTIONS
 from ._tensor import Tensor, _make, method
 from .ops.registry import op, run
 
@@ -391,7 +392,7 @@ class Layout:
         def make():
             d = plan.donate if donate else ()
             return jax.jit(exe.__wrapped__, out_shardings=self.output_shardings(plan, cap, ins),
-                           donate_argnums=(0,) if d else ())
+                           donate_argnums=(0,) if d else (), compiler_options=STEP_COMPILER_OPTIONS)
         return lru_get(self._exes, key, self.cache_size, make)
 
 

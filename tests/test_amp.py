@@ -144,14 +144,11 @@ def test_compiled_steps_under_autocast_match_eager_and_recompile_when_it_toggles
         results[mode] = (losses, [np.asarray(p.detach().numpy()) for p in m.parameters()])
         if mode == "compiled":
             assert step.stats.compiles == 2   # one graph with the casts, one without
-    # XLA may keep a fused bfloat16 intermediate in float32 (its excess precision), which eager op-by-op
-    # kernels round: bfloat16 steps agree to a few of its roundings, float32 ones (2 and 4) to float32's
+    # compiled steps round every bfloat16 value as eager kernels do (no XLA excess precision): the same numbers
     for mode in ("compiled", "replay"):
-        np.testing.assert_allclose(results[mode][0], results["eager"][0], rtol=2e-3)
-        np.testing.assert_allclose(np.take(results[mode][0], [2, 4]), np.take(results["eager"][0], [2, 4]),
-                                   rtol=1e-5)
+        np.testing.assert_allclose(results[mode][0], results["eager"][0], rtol=1e-6)
         for a, b in zip(results[mode][1], results["eager"][1]):
-            np.testing.assert_allclose(a, b, rtol=1e-2, atol=1e-3)
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     # and bfloat16 really ran: on the same weights, the loss under autocast is not float32's
     with dj.autocast("cpu"):
         low = float(F.cross_entropy(m(x), y))
@@ -291,3 +288,15 @@ def test_autocast_recurrent_and_attention_layers_as_torch(kind):
     for u, v in zip(pb, pa):
         assert u.dtype == np.float32
         np.testing.assert_allclose(u, v, rtol=3e-2, atol=3e-2)
+
+
+def test_compiled_half_precision_rounds_every_op_as_eager_and_torch():
+    """XLA would keep a fused float16/bfloat16 chain in float32 (excess precision); a compiled step rounds
+    after every op, as eager kernels and PyTorch do."""
+    x = np.random.default_rng(6).standard_normal((8, 4)).astype(np.float32)
+
+    def f(L, x):
+        return ((x.half() * 1.5 + L.tensor(0.25)).bfloat16() * 3.0 - 0.1).float()
+    want = f(torch, torch.tensor(x)).numpy()
+    np.testing.assert_array_equal(np.asarray(f(dj, dj.tensor(x)).numpy()), want)
+    np.testing.assert_array_equal(np.asarray(dj.compile(lambda x: f(dj, x))(dj.tensor(x)).numpy()), want)
