@@ -3,6 +3,7 @@ generator, ``drop_last`` and PyTorch's default collation."""
 from __future__ import annotations
 
 import collections.abc
+import copy
 import numbers
 
 import numpy as np
@@ -41,6 +42,11 @@ class RandomSampler(Sampler):
     def __init__(self, data_source, replacement: bool = False, num_samples=None, generator=None) -> None:
         self.data_source, self.replacement, self._num_samples = data_source, replacement, num_samples
         self.generator = generator
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got replacement={replacement}")
+        n = self.num_samples
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={n}")
 
     @property
     def num_samples(self) -> int:
@@ -80,9 +86,18 @@ class WeightedRandomSampler(Sampler):
     def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None) -> None:
         if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
             raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
         w = np.asarray(weights.tolist() if isinstance(weights, Tensor) else weights, dtype=np.float64)
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}")
+        # PyTorch checks the weights when drawing (torch.multinomial); checked here once, as they are fixed
+        if not np.isfinite(w).all():
+            raise RuntimeError("invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+        if (w < 0).any():
+            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
+        if w.sum() <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
         if not replacement and num_samples > len(w):
             raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
         self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
@@ -104,6 +119,8 @@ class BatchSampler(Sampler):
     def __init__(self, sampler, batch_size: int, drop_last: bool) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
 
     def __iter__(self):
@@ -125,15 +142,44 @@ class BatchSampler(Sampler):
 def default_convert(data):
     """numpy arrays become tensors, recursively through dicts and sequences."""
     from ...ops.creation import tensor
-    if isinstance(data, np.ndarray) and data.dtype.kind in "biufc":
+    if isinstance(data, (np.ndarray, np.generic)) and data.dtype.kind in "biufc":
         return tensor(data)
     if isinstance(data, collections.abc.Mapping):
-        return type(data)({k: default_convert(v) for k, v in data.items()})
+        return _same_mapping(data, {k: default_convert(v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(default_convert(d) for d in data)
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]     # a list, as PyTorch's
+    if isinstance(data, list):
+        return _same_sequence(data, [default_convert(d) for d in data])
     return data
+
+
+def _same_mapping(like, items: dict):
+    """``items`` in a mapping of ``like``'s type, as PyTorch's collation makes it: a copy of a mutable
+    one updated (so a ``defaultdict`` keeps its factory), else the type built from a dict; a plain dict
+    when the type cannot be made so."""
+    try:
+        if isinstance(like, collections.abc.MutableMapping):
+            clone = copy.copy(like)
+            clone.update(items)
+            return clone
+        return type(like)(items)
+    except TypeError:
+        return items
+
+
+def _same_sequence(like, items: list):
+    """``items`` in a sequence of ``like``'s type (a copy of a mutable one, assigned to), else a list."""
+    try:
+        if isinstance(like, collections.abc.MutableSequence):
+            clone = copy.copy(like)
+            for i, v in enumerate(items):
+                clone[i] = v
+            return clone
+        return type(like)(items)
+    except TypeError:
+        return items
 
 
 def default_collate(batch):
@@ -159,9 +205,7 @@ def default_collate(batch):
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
-        return type(elem)({k: default_collate([d[k] for d in batch]) for k in elem}) \
-            if not isinstance(elem, collections.OrderedDict) else \
-            collections.OrderedDict((k, default_collate([d[k] for d in batch])) for k in elem)
+        return _same_mapping(elem, {k: default_collate([d[k] for d in batch]) for k in elem})
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
         return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
@@ -169,7 +213,7 @@ def default_collate(batch):
         if any(len(e) != n for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
         cols = [default_collate(s) for s in zip(*batch)]
-        return cols if isinstance(elem, tuple) else type(elem)(cols) if isinstance(elem, list) else cols
+        return cols if isinstance(elem, tuple) else _same_sequence(elem, cols)
     if isinstance(elem, numbers.Number):
         return tensor(list(batch))
     raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found "
@@ -188,6 +232,20 @@ class DataLoader:
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device="", in_order=True) -> None:
+        # worker processes are not started (batches are made in this process), but the options are
+        # checked as PyTorch checks them, so a setting PyTorch rejects fails here too
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                             "multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing. Let num_workers "
+                             "> 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.num_workers, self.pin_memory, self.timeout = num_workers, pin_memory, timeout
         self.generator = generator
@@ -196,8 +254,12 @@ class DataLoader:
             if shuffle:
                 raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, but got "
                                  f"shuffle={shuffle}")
-            if sampler is not None or batch_sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler/batch_sampler")
+            if sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler option, but got "
+                                 f"sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified batch_sampler option, but "
+                                 f"got batch_sampler={batch_sampler}")
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:

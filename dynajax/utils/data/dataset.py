@@ -64,6 +64,9 @@ class ConcatDataset(Dataset):
         self.datasets = list(datasets)
         if not self.datasets:
             raise AssertionError("datasets should not be an empty iterable")
+        if any(isinstance(d, IterableDataset) for d in self.datasets):
+            # an iterable one has no index to look up (PyTorch's ChainDataset chains those)
+            raise AssertionError("ConcatDataset does not support IterableDataset")
         self.cumulative_sizes, s = [], 0
         for d in self.datasets:
             s += len(d)
@@ -87,6 +90,9 @@ def random_split(dataset: Dataset, lengths, generator=None) -> list:
     n = len(dataset)
     lengths = list(lengths)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        for i, f in enumerate(lengths):
+            if f < 0 or f > 1:
+                raise ValueError(f"Fraction at index {i} is not between 0 and 1")
         sizes = [int(math.floor(n * f)) for f in lengths]
         for i in range(n - sum(sizes)):
             sizes[i % len(sizes)] += 1
