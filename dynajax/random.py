@@ -123,7 +123,11 @@ def _draw(key, a, b, kind, shape, dtype):
     if kind == "randint":
         return jax.random.randint(key, shape, a, b, dtype)
     if kind == "bernoulli":
-        if not jnp.ndim(a) and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits <= 32:
+        if jnp.ndim(a) and jnp.issubdtype(a.dtype, jnp.floating) and jnp.finfo(a.dtype).bits < 32:
+            # JAX draws the uniform in p's dtype: in half precision its 2**-8 steps near 0 skew small
+            # probabilities (p = 0.001 gave 1s ~8x too often in bfloat16)
+            a = a.astype(jnp.float32)
+        elif not jnp.ndim(a) and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits <= 32:
             # a Python p would be float64 (x64 is on), and JAX draws the uniform in p's dtype: two
             # 32-bit words and float64 compares per element for a float32 mask (a dropout's)
             a = jnp.asarray(a, jnp.float32)

@@ -471,6 +471,10 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
 
 @method()
 def bernoulli_(self: Tensor, p: float = 0.5, *, generator=None) -> Tensor:
+    """Fill with 0/1 draws, 1 with probability ``p`` (a number, or a tensor broadcast to this one's shape)."""
+    if isinstance(p, Tensor):
+        from .shape import expand   # (PyTorch's error for a p that does not broadcast)
+        p = expand(p.detach(), tuple(self.shape))._value
     return _fill_random(self, "bernoulli", p, 0.0, generator)
 
 
