@@ -311,6 +311,8 @@ def _pool_indices(r):
 
 
 entry("max_pool_indices", lambda x: F.max_pool2d(x, 2, return_indices=True)[1], normal(1, 2, 4, 4), order=0)
+entry("adaptive_max_pool_indices", lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True)[1],
+      normal(1, 2, 5, 7), order=0)
 _unpool = lambda x, i: F.max_unpool2d(x, i, 2)  # noqa: E731
 entry("max_unpool", _unpool, lambda r: [r.standard_normal((1, 2, 2, 2)), _pool_indices(r)])
 entry("max_unpool_backward", vjp_of(_unpool),

@@ -778,6 +778,8 @@ def _resample_matrix(spec) -> np.ndarray:
             m[i, min(int(math.floor((i + off) * scale)), L - 1)] = 1.0
         return m
     align = spec[4]
+    if kind in ("cubic", "linear_aa", "cubic_aa"):
+        return _filter_matrix(kind, L, n, scale, align)
     for i in range(n):
         if align:
             src = i * (L - 1) / (n - 1) if n > 1 else 0.0
@@ -791,12 +793,71 @@ def _resample_matrix(spec) -> np.ndarray:
     return m
 
 
+def _cubic(x: float, a: float) -> float:
+    """The cubic convolution kernel (Keys) with parameter ``a`` at offset ``x``."""
+    x = abs(x)
+    if x <= 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    if x < 2:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return 0.0
+
+
+def _filter_matrix(kind: str, L: int, n: int, scale: float, align: bool) -> np.ndarray:
+    """The (out, in) matrix of bicubic interpolation (``cubic``: PyTorch's a = -0.75, the four taps around
+    the source position, indices clamped to the edge) or of antialiased bilinear/bicubic resizing
+    (``*_aa``: PyTorch's separable filter, widened by the scale when downsampling, a = -0.5, weights
+    normalized to sum 1 over the taps inside the input). ``scale``: input size per output size (PyTorch's
+    scale where no ``align``)."""
+    if align:
+        scale = (L - 1) / (n - 1) if n > 1 else 0.0
+    m = np.zeros((n, L))
+    if kind == "cubic":
+        for i in range(n):
+            src = i * scale if align else (i + 0.5) * scale - 0.5
+            i0 = math.floor(src)
+            t = src - i0
+            for j, w in zip(range(i0 - 1, i0 + 3), (_cubic(t + 1, -0.75), _cubic(t, -0.75), _cubic(1 - t, -0.75),
+                                                     _cubic(2 - t, -0.75))):
+                m[i, min(max(j, 0), L - 1)] += w
+        return m
+    size = 2 if kind == "linear_aa" else 4
+    filt = (lambda x: max(0.0, 1.0 - abs(x))) if kind == "linear_aa" else (lambda x: _cubic(x, -0.5))
+    support = size / 2 * scale if scale >= 1.0 else size / 2
+    inv = 1.0 / scale if scale >= 1.0 else 1.0
+    for i in range(n):
+        center = scale * (i + 0.5)
+        lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), L)
+        w = np.array([filt((j - center + 0.5) * inv) for j in range(lo, hi)])
+        m[i, lo:hi] = w / w.sum() if w.sum() != 0 else w
+    return m
+
+
+@functools.lru_cache(maxsize=256)
+def _resample_taps(spec):
+    """The nonzero entries of ``_resample_matrix(spec)`` per output: (indices, weights), each (out, taps),
+    rows with fewer taps padded with their own first index and weight 0, and the mask of real taps."""
+    m = _resample_matrix(spec)
+    rows = [np.flatnonzero(r) for r in m]
+    t = max(1, max(len(r) for r in rows))
+    idx, w, real = np.zeros((m.shape[0], t), np.int32), np.zeros((m.shape[0], t)), np.zeros((m.shape[0], t), bool)
+    for i, r in enumerate(rows):
+        idx[i, :] = r[0] if len(r) else 0
+        idx[i, :len(r)], w[i, :len(r)], real[i, :len(r)] = r, m[i, r], True
+    return idx, w, real
+
+
 def _resample_impl(x, *, specs):
+    """Each spatial dim in turn: every output a weighted sum of only the inputs its window or stencil reads
+    (a dense matrix product would also multiply the zero weights, so one NaN or inf input would reach
+    every output of its row, where PyTorch's reaches only the windows that hold it)."""
     nd = len(specs)
     for i, spec in enumerate(specs):
         axis = x.ndim - nd + i
-        m = jnp.asarray(_resample_matrix(spec), x.dtype)
-        x = jnp.moveaxis(jnp.tensordot(x, m, axes=[[axis], [1]], precision=jax.lax.Precision.HIGHEST), -1, axis)
+        idx, w, real = _resample_taps(spec)
+        g = jnp.take(jnp.moveaxis(x, axis, -1), jnp.asarray(idx), axis=-1)      # (..., out, taps)
+        terms = jnp.where(real, g * jnp.asarray(w, x.dtype), jnp.zeros((), x.dtype))
+        x = jnp.moveaxis(terms.sum(-1), -1, axis)
     return x
 
 
@@ -815,6 +876,29 @@ def _adaptive_max_impl(x, *, out_sizes):
 
 
 adaptive_max_pool = linearized("adaptive_max_pool", _adaptive_max_impl)
+
+
+@op("adaptive_max_pool_indices")
+def adaptive_max_pool_indices(x, *, out_sizes):
+    """Flat index (within each plane) of every adaptive window's first maximum, as PyTorch's
+    ``return_indices`` (a NaN counts as the maximum)."""
+    nd = len(out_sizes)
+    sp = x.shape[x.ndim - nd:]
+    bounds = [[((j * L) // n, -(-((j + 1) * L) // n)) for j in range(n)] for L, n in zip(sp, out_sizes)]
+    cells = []
+    for cell in np.ndindex(*out_sizes):
+        win = [bounds[i][j] for i, j in enumerate(cell)]
+        w = x[(Ellipsis,) + tuple(slice(a, b) for a, b in win)]
+        w = w.reshape(w.shape[:w.ndim - nd] + (-1,))
+        if jnp.issubdtype(x.dtype, jnp.floating):   # the first NaN, else the first maximum
+            w = jnp.where(jnp.isnan(w), jnp.inf, w)
+        local = jnp.argmax(w, -1).astype(jnp.int64)
+        flat = jnp.zeros(local.shape, jnp.int64)
+        for i, (a, b) in enumerate(win):   # the window's row-major position back to the plane's
+            inner = math.prod(bb - aa for aa, bb in win[i + 1:])
+            flat = flat * sp[i] + a + (local // inner) % (b - a)
+        cells.append(flat)
+    return jnp.stack(cells, -1).reshape(x.shape[:x.ndim - nd] + tuple(out_sizes))
 
 
 def _unfold_impl(x, *, kernel, dilation, padding, stride):

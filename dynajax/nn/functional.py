@@ -18,14 +18,16 @@ from ..ops.views import inplace, write
 from . import _ops
 
 __all__ = [
-    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-    "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
     "pad", "interpolate", "upsample", "pixel_shuffle", "one_hot", "embedding",
     "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "selu_", "celu", "celu_",
     "rrelu", "rrelu_", "gelu", "silu", "mish", "softplus", "hardtanh_", "threshold_",
     "softsign", "tanh", "sigmoid", "hardtanh", "hardsigmoid", "hardswish", "logsigmoid", "tanhshrink",
     "threshold", "glu", "prelu", "softmax", "log_softmax", "softmin",
-    "dropout", "dropout1d", "dropout2d", "dropout3d", "layer_norm", "batch_norm", "group_norm", "instance_norm",
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "lp_pool1d",
+    "lp_pool2d", "local_response_norm", "layer_norm", "batch_norm", "group_norm", "instance_norm",
     "normalize", "cosine_similarity", "pairwise_distance", "scaled_dot_product_attention",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss",
@@ -61,8 +63,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def _c_name(d) -> str:
     """The C type name PyTorch prints for a dtype in matmul errors ("float", "double", ...)."""
-    return {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-            "int64": "long int", "int32": "int"}.get(d.name, d.name)
+    return _dtype.C_NAMES.get(d.name, d.name)
 
 
 def _ops_shape2(x: Tensor) -> str:
@@ -79,6 +80,39 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     return out if bias is None else out + bias
 
 
+def _check_conv_weight(weight, groups, nd: int, group_dim: int) -> None:
+    """PyTorch's checks of a convolution's weight: its rank and a channel dim (``group_dim``: 0, the output
+    channels of a convolution, or the input channels of a transposed one) that the groups divide."""
+    if weight.dim() != nd + 2:
+        raise RuntimeError(f"Expected {nd + 2}-dimensional weight for a {nd}-D convolution, but got weight of "
+                           f"size {list(weight.shape)}")
+    if groups < 1:
+        raise RuntimeError("non-positive groups is not supported")
+    if weight.shape[group_dim] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension "
+                           f"{group_dim}, but got weight of size {list(weight.shape)} instead")
+
+
+def _check_conv_args(input, stride, pads, dilation, kernel=None) -> None:
+    """PyTorch's checks of a convolution's geometry, which XLA would otherwise accept (a kernel larger than
+    the padded input gives an empty result there; a zero stride divides by zero). ``pads``: (lo, hi) per
+    spatial dim; ``kernel``: the kernel's spatial size when it is to be checked against the input's."""
+    if any(s < 1 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        raise RuntimeError("negative padding is not supported")
+    if any(d < 1 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    if kernel is None:
+        return
+    padded = [n + lo + hi for n, (lo, hi) in zip(input.shape[2:], pads)]
+    eff = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
+    if any(e > n for e, n in zip(eff, padded)):
+        raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel "
+                           f"size: ({' x '.join(map(str, eff))}). Kernel size can't be greater than actual input "
+                           "size")
+
+
 @cast_inputs("low")
 def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, name: str):
     unbatched = input.dim() == nd + 1
@@ -89,6 +123,7 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, na
                            f"input of size: {list(input.shape)}")
     if input.dtype != weight.dtype:
         raise RuntimeError(f"expected scalar type {input.dtype.legacy_name} but found {weight.dtype.legacy_name}")
+    _check_conv_weight(weight, groups, nd, 0)
     c_in = input.shape[1]
     if c_in != weight.shape[1] * groups:
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
@@ -101,13 +136,14 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, na
             pads = ((0, 0),) * nd
         elif padding == "same":
             if any(s != 1 for s in stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             tot = [d * (kk - 1) for d, kk in zip(dilation, k)]
             pads = tuple((t // 2, t - t // 2) for t in tot)
         else:
-            raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
     else:
         pads = tuple((p, p) for p in _tuple(padding, nd, "padding"))
+    _check_conv_args(input, stride, pads, dilation, k)
     p = dict(stride=stride, padding=pads, dilation=dilation, groups=int(groups))
     if bias is None:
         out = apply(_ops.conv, input, weight, **p)
@@ -138,8 +174,18 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, gro
     unbatched = input.dim() == nd + 1
     if unbatched:
         input = input.unsqueeze(0)
-    stride, padding = _tuple(stride, nd), _tuple(padding, nd)
-    output_padding, dilation = _tuple(output_padding, nd), _tuple(dilation, nd)
+    if input.dim() != nd + 2:
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to conv_transpose{nd}d, "
+                           f"but got input of size: {list(input.shape)}")
+    stride, padding = _tuple(stride, nd, "stride"), _tuple(padding, nd, "padding")
+    output_padding, dilation = _tuple(output_padding, nd, "output_padding"), _tuple(dilation, nd, "dilation")
+    _check_conv_weight(weight, groups, nd, 0)
+    _check_conv_args(input, stride, tuple((p, p) for p in padding), dilation)
+    for op_, s_, d_ in zip(output_padding, stride, dilation):
+        if op_ < 0 or op_ >= max(s_, d_):
+            raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
+                               f"output_padding={list(output_padding)}, stride={list(stride)} and "
+                               f"dilation={list(dilation)}")
     if input.shape[1] != weight.shape[0]:
         raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
                            f"{list(input.shape)} to have {weight.shape[0]} channels, but got {input.shape[1]} "
@@ -147,6 +193,10 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, gro
     k = weight.shape[2:]
     out_sp = tuple((L - 1) * s - 2 * p + d * (kk - 1) + op + 1
                    for L, s, p, d, kk, op in zip(input.shape[2:], stride, padding, dilation, k, output_padding))
+    if any(n < 1 for n in out_sp):
+        raise RuntimeError(f"Given input size per channel: {list(input.shape[2:])}, kernel size "
+                           f"{list(k)}, stride {list(stride)}, padding {list(padding)} and dilation "
+                           f"{list(dilation)}, the calculated output size {list(out_sp)} is too small")
     in_shape = (input.shape[0], weight.shape[1] * groups) + out_sp
     out = apply(_ops.conv_input_grad, input, weight, in_shape=in_shape, stride=stride,
                 padding=tuple((p, p) for p in padding), dilation=dilation, groups=int(groups))
@@ -167,14 +217,39 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
 
 
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:
+    """Transposed 3-D convolution; ``weight`` has shape (in, out/groups, kD, kH, kW)."""
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 3)
+
+
 # ---------------------------------------------------------------- pooling / resampling
+def _check_pool(input, k, s, p, d, ceil_mode, nd: int) -> None:
+    """PyTorch's checks of a pooling window: positive sizes, padding at most half the kernel (PyTorch's
+    bound, the dilation aside) and at least one output per dim (XLA would return an empty result or divide
+    by zero)."""
+    if input.dim() not in (nd + 1, nd + 2) or 0 in input.shape[input.dim() - nd:]:
+        raise RuntimeError(f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with non-zero sizes of the "
+                           f"pooled dims for input, but got: {list(input.shape)}")
+    if min(k) < 1 or min(s) < 1 or min(d) < 1:
+        raise RuntimeError(f"kernel_size, stride and dilation should be greater than zero, but got kernel_size={k}, "
+                           f"stride={s} and dilation={d}")
+    for pp, kk, dd in zip(p, k, d):
+        if pp < 0 or pp > kk // 2:
+            raise RuntimeError(f"pad should be at most half of kernel size, but got pad={pp}, kernel_size={kk} "
+                               f"and dilation={dd}")
+    sizes = input.shape[input.dim() - nd:]
+    outs = [_ops.pool_out_len(n, kk, ss, pp, dd, bool(ceil_mode)) for n, kk, ss, pp, dd in zip(sizes, k, s, p, d)]
+    if min(outs) < 1:
+        raise RuntimeError(f"Given input size: {list(sizes)}. Calculated output size: {outs}. Output size is too "
+                           "small")
+
+
 def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
-    k = _tuple(kernel_size, nd)
-    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd)
-    p, d = _tuple(padding, nd), _tuple(dilation, nd)
-    if any(pp * 2 > kk for pp, kk in zip(p, k)):
-        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
-                           f"kernel_size={k[0]} and dilation={d[0]}")
+    k = _tuple(kernel_size, nd, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd, "stride")
+    p, d = _tuple(padding, nd, "padding"), _tuple(dilation, nd, "dilation")
+    _check_pool(input, k, s, p, d, ceil_mode, nd)
     params = dict(kernel=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
     out = apply(_ops.max_pool, input, **params)
     return (out, apply(_ops.max_pool_indices, input, **params)) if return_indices else out
@@ -185,10 +260,20 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd):
     s = k if stride is None else _tuple(stride, nd)
     p = _tuple(padding, nd)
     L = input.shape[-nd:]
+    default = tuple((L[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
     if output_size is None:
-        plane = tuple((L[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
+        plane = default
     else:
-        plane = tuple(output_size)[-nd:]
+        plane = tuple(int(v) for v in output_size)
+        if len(plane) == nd + 2:
+            plane = plane[2:]
+        if len(plane) != nd:
+            raise ValueError(f"output_size should be a sequence containing {nd} or {nd + 2} elements, but it has "
+                             f"a length of '{len(plane)}'")
+        for i in range(nd):
+            if not default[i] - s[i] < plane[i] < default[i] + s[i]:
+                raise ValueError(f'invalid output_size "{tuple(output_size)}" (dim {i} must be between '
+                                 f'{default[i] - s[i]} and {default[i] + s[i]})')
     return _ops.max_unpool_op(input, indices, plane)
 
 
@@ -212,11 +297,19 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over sliding windows of the last three dims."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
+
+
 def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd):
-    k = _tuple(kernel_size, nd)
-    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd)
-    p = _tuple(padding, nd)
+    k = _tuple(kernel_size, nd, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _tuple(stride, nd, "stride")
+    p = _tuple(padding, nd, "padding")
+    _check_pool(input, k, s, p, (1,) * nd, ceil_mode, nd)
     L = input.shape[-nd:]
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
     if divisor_override:
         specs = tuple(("sum", L[i], k[i], s[i], p[i], bool(ceil_mode)) for i in range(nd))
         return apply(_ops.resample, input, specs=specs) / divisor_override
@@ -233,6 +326,44 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                divisor_override=None) -> Tensor:
     """Mean over sliding windows of the last two dims."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None) -> Tensor:
+    """Mean over sliding windows of the last three dims."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
+
+
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nd):
+    """``(sum of x ** p over each window) ** (1/p)``: PyTorch's formula, through an average pool (a
+    negative window sum of an odd power is zeroed, as its ReLU zeroes it)."""
+    k = _tuple(kernel_size, nd, "kernel_size")
+    fn = avg_pool1d if nd == 1 else avg_pool2d
+    out = fn(input.pow(norm_type), k, stride, 0, ceil_mode)
+    return (out.sign() * relu(out.abs())).mul(math.prod(k)).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False) -> Tensor:
+    """Power-average pooling over the last dim."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False) -> Tensor:
+    """Power-average pooling over the last two dims."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """Divide each value by ``(k + alpha * mean of the squares of its ``size`` neighbouring channels) ** beta``
+    (the window centred on the channel, zero beyond the ends)."""
+    if input.dim() < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.dim()} dimensions)")
+    if input.numel() == 0:
+        return input
+    sq = (input * input).reshape(input.shape[0], 1, input.shape[1], -1)   # channels as a pooled dim
+    sq = pad(sq, (0, 0, size // 2, (size - 1) // 2))
+    div = avg_pool2d(sq, (size, 1), stride=1).reshape(input.shape)
+    return input / (div * alpha + k).pow(beta)
 
 
 def _adaptive_avg(input, output_size, nd):
@@ -252,39 +383,56 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
     return _adaptive_avg(input, output_size, 2)
 
 
-def _adaptive_max(input, output_size, nd):
+def adaptive_avg_pool3d(input, output_size) -> Tensor:
+    """Average-pool the last three dims to ``output_size``."""
+    return _adaptive_avg(input, output_size, 3)
+
+
+def _adaptive_max(input, output_size, nd, return_indices=False):
     out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
     L = input.shape[-nd:]
     sizes = tuple(L[i] if out[i] is None else int(out[i]) for i in range(nd))
-    return apply(_ops.adaptive_max_pool, input, out_sizes=sizes)
+    out = apply(_ops.adaptive_max_pool, input, out_sizes=sizes)
+    return (out, apply(_ops.adaptive_max_pool_indices, input, out_sizes=sizes)) if return_indices else out
 
 
 def adaptive_max_pool1d(input, output_size, return_indices: bool = False) -> Tensor:
-    """Max-pool the last dim to ``output_size`` bins."""
-    if return_indices:
-        raise NotImplementedError("dynajax: adaptive_max_pool with return_indices=True is not supported yet")
-    return _adaptive_max(input, output_size, 1)
+    """Max-pool the last dim to ``output_size`` bins (``return_indices``: also each maximum's position)."""
+    return _adaptive_max(input, output_size, 1, return_indices)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices: bool = False) -> Tensor:
-    """Max-pool the last two dims to ``output_size``."""
-    if return_indices:
-        raise NotImplementedError("dynajax: adaptive_max_pool with return_indices=True is not supported yet")
-    return _adaptive_max(input, output_size, 2)
+    """Max-pool the last two dims to ``output_size`` (``return_indices``: also each maximum's flat position
+    in its plane, as ``max_unpool2d`` takes it)."""
+    return _adaptive_max(input, output_size, 2, return_indices)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices: bool = False) -> Tensor:
+    """Max-pool the last three dims to ``output_size``."""
+    return _adaptive_max(input, output_size, 3, return_indices)
 
 
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
-    """Resize the spatial dims: modes nearest, nearest-exact, linear, bilinear, trilinear, area."""
+    """Resize the spatial dims: modes nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area;
+    ``antialias`` (bilinear, bicubic) filters a downsampled input as PyTorch does."""
     nd = input.dim() - 2
-    if nd < 1:
-        raise ValueError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D)")
+    if nd < 1 or nd > 3:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) "
+                                  f"for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                  f"nearest-exact (got {mode})")
     if mode in ("nearest", "area", "nearest-exact") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
     if (size is None) == (scale_factor is None):
         raise ValueError("only one of size or scale_factor should be defined")
     L = input.shape[2:]
+    for name, v in (("size", size), ("scale_factor", scale_factor)):
+        if isinstance(v, (tuple, list)) and len(v) != nd:
+            raise ValueError(f"Input and {name} must have the same number of spatial dimensions, but got input "
+                             f"with spatial dimensions of {list(L)} and {name} of {tuple(v)}. Please provide "
+                             f"input tensor in (N, C, d1, d2, ...,dK) format and {name} in (o1, o2, ...,oK) "
+                             "format.")
     if size is not None:
         out = tuple(size) if isinstance(size, (tuple, list)) else (size,) * nd
         scales = tuple(L[i] / out[i] for i in range(nd))
@@ -294,12 +442,16 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
         scales = tuple((L[i] / out[i]) if recompute_scale_factor else 1.0 / sf[i] for i in range(nd))
     if mode == "area":
         return adaptive_avg_pool2d(input, out) if nd == 2 else _adaptive_avg(input, out, nd)
-    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    linear_modes = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor "
+                         "as input")
     if mode in linear_modes:
         if linear_modes[mode] != nd:
             raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                       f"{linear_modes[mode] + 2}D input")
-        specs = tuple(("linear", L[i], int(out[i]), float(scales[i]), bool(align_corners)) for i in range(nd))
+        kind = ("cubic" if mode == "bicubic" else "linear") + ("_aa" if antialias else "")
+        specs = tuple((kind, L[i], int(out[i]), float(scales[i]), bool(align_corners)) for i in range(nd))
     elif mode in ("nearest", "nearest-exact"):
         specs = tuple((mode, L[i], int(out[i]), float(scales[i])) for i in range(nd))
     else:
@@ -323,14 +475,41 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     pairs = tuple((int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(n))[::-1]
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    first = input.dim() - n    # the first padded dim
+    for i, (lo, hi) in enumerate(pairs):
+        if input.shape[first + i] + lo + hi < 0:
+            raise RuntimeError(f"The input size {input.shape[first + i]}, plus negative padding {lo} and {hi} "
+                               f"resulted in a negative output size, which is invalid. Check dimension "
+                               f"{first + i} of your input.")
+    if mode == "constant":
+        return apply(_ops.pad_op, input, pads=pairs, mode=mode, value=float(value or 0.0))
+    if input.dim() not in (n + 1, n + 2) or n > 3:
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {input.dim()}D input tensor. "
+                                  f"{mode} padding of the last {n} dim(s) takes {n + 1}D or {n + 2}D input")
+    if mode == "circular":
+        for i, (lo, hi) in enumerate(pairs):
+            if lo > input.shape[first + i] or hi > input.shape[first + i]:
+                raise RuntimeError("Padding value causes wrapping around more than once.")
     if mode == "reflect":
         for i, (lo, hi) in enumerate(pairs):
-            dim = input.dim() - n + i
+            dim = first + i
             if lo >= input.shape[dim] or hi >= input.shape[dim]:
                 raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
                                    f"dimension, but got: padding ({lo}, {hi}) at dimension {dim} of input "
                                    f"{list(input.shape)}")
-    return apply(_ops.pad_op, input, pads=pairs, mode=mode, value=float(value or 0.0) if mode == "constant" else 0.0)
+    if not any(lo < 0 or hi < 0 for lo, hi in pairs):
+        return apply(_ops.pad_op, input, pads=pairs, mode=mode, value=0.0)
+    # negative padding crops: a circular pad wraps around the cropped dim, so it crops first; a reflect or
+    # replicate pad reads the uncropped input, so it pads first (PyTorch's results, both)
+    grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pairs)
+
+    def crop(x):
+        return x[(Ellipsis,) + tuple(slice(-min(lo, 0), x.shape[first + i] + min(hi, 0))
+                                     for i, (lo, hi) in enumerate(pairs))]
+
+    if mode == "circular":
+        return apply(_ops.pad_op, crop(input), pads=grow, mode=mode, value=0.0)
+    return crop(apply(_ops.pad_op, input, pads=grow, mode=mode, value=0.0))
 
 
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
@@ -358,13 +537,31 @@ def _unfold_params(kernel_size, dilation, padding, stride) -> dict:
                 stride=_tuple(stride, 2))
 
 
+def _unfold_blocks(spatial, p: dict) -> tuple:
+    """How many sliding blocks fit along each spatial dim (``spatial``: the image's size), checked as PyTorch
+    checks them (at least one each; positive kernel, stride and dilation, no negative padding)."""
+    if min(p["kernel"] + p["stride"] + p["dilation"]) < 1 or min(p["padding"]) < 0:
+        raise RuntimeError(f"kernel_size, stride and dilation should be greater than zero and padding non-negative, "
+                           f"but got kernel_size={p['kernel']}, stride={p['stride']}, dilation={p['dilation']} and "
+                           f"padding={p['padding']}")
+    blocks = tuple((n + 2 * pd - d * (k - 1) - 1) // s + 1 for n, k, d, pd, s in
+                   zip(spatial, p["kernel"], p["dilation"], p["padding"], p["stride"]))
+    if min(blocks) < 1:
+        raise RuntimeError(f"Given input with spatial size {tuple(spatial)}, kernel_size={p['kernel']}, dilation="
+                           f"{p['dilation']}, padding={p['padding']}, calculated shape of the array of sliding "
+                           f"blocks as {blocks}, but its components must be at least one.")
+    return blocks
+
+
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sliding (N, C, H, W) patches as columns: (N, C*kH*kW, L) (im2col)."""
     unbatched = input.dim() == 3
     x = input.unsqueeze(0) if unbatched else input
     if x.dim() != 4:
         raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.dim()}D)")
-    out = apply(_ops.unfold_op, x, **_unfold_params(kernel_size, dilation, padding, stride))
+    p = _unfold_params(kernel_size, dilation, padding, stride)
+    _unfold_blocks(x.shape[2:], p)
+    out = apply(_ops.unfold_op, x, **p)
     return out.squeeze(0) if unbatched else out
 
 
@@ -377,7 +574,13 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     if x.shape[1] % k:
         raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
                            f"but got input.size(1)={x.shape[1]} and kernel_size={p['kernel']}")
-    in_shape = (x.shape[0], x.shape[1] // k) + _tuple(output_size, 2)
+    in_shape = (x.shape[0], x.shape[1] // k) + _tuple(output_size, 2, "output_size")
+    blocks = _unfold_blocks(in_shape[2:], p)
+    if x.dim() != 3 or x.shape[2] != blocks[0] * blocks[1]:
+        raise RuntimeError(f"Given output_size={in_shape[2:]}, kernel_size={p['kernel']}, dilation={p['dilation']}, "
+                           f"padding={p['padding']}, stride={p['stride']}, expected size of input's dimension 2 to "
+                           f"match the calculated number of sliding blocks {blocks[0]} * {blocks[1]} = "
+                           f"{blocks[0] * blocks[1]}, but got input.size(2)={x.shape[-1]}.")
     out = apply(_ops.fold_op, x, in_shape=in_shape, **p)
     return out.squeeze(0) if unbatched else out
 
@@ -726,6 +929,35 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     return _channel_dropout(input, p, training, inplace, 5)
 
 
+_SELU_ALPHA_SCALED = 1.7580993408473766   # SELU's scale * alpha: the value a dropped unit saturates to
+
+
+def _alpha_dropout(input, p, training, inplace, feature: bool):
+    """Dropout that keeps a SELU network's mean and variance: dropped units take SELU's saturation value,
+    then an affine map restores zero mean and unit variance (PyTorch's ``a`` and ``b``)."""
+    _check_p(p)
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if p == 1.0:
+        return _act(input, inplace, lambda x: x * 0.0)
+    shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature else tuple(input.shape)
+    keep = _make(random.sample("bernoulli", shape, input._value.dtype, 1.0 - p))
+    a = 1.0 / math.sqrt((_SELU_ALPHA_SCALED ** 2 * p + 1) * (1 - p))
+    b = (keep - 1) * (_SELU_ALPHA_SCALED * a) + _SELU_ALPHA_SCALED * a * p
+    noise = keep * a
+    return _act(input, inplace, lambda x: x * noise + b)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Alpha dropout of single elements (for SELU networks); the identity in eval mode."""
+    return _alpha_dropout(input, p, training, inplace, False)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Alpha dropout of whole channels; the identity in eval mode."""
+    return _alpha_dropout(input, p, training, inplace, True)
+
+
 # ---------------------------------------------------------------- normalization
 def _normalize_over(x: Tensor, dims, eps: float):
     mean = x.mean(dims, keepdim=True)
@@ -766,6 +998,12 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalize each channel (dim 1) by batch statistics (training, updating the running ones) or running ones."""
     cs = _channel_shape(input)
+    if input.dim() < 2:
+        raise ValueError(f"Expected 2D or more input to batch_norm (got {input.dim()}D input)")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        if t is not None and t.numel() != input.shape[1]:
+            raise RuntimeError(f"{name} should contain {input.shape[1]} elements not {t.numel()}")
     if not training:
         y = (input - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
         if weight is not None:
@@ -837,9 +1075,25 @@ def _size_repr(shape) -> str:
 
 def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Normalize each (sample, channel) over its spatial dims."""
-    y, _, _ = _normalize_over(input, tuple(range(2, input.dim())), eps)
+    """Normalize each (sample, channel) over its spatial dims (``use_input_stats=False``: by the running
+    statistics instead; with them, training updates the running statistics by the batch's mean of each
+    instance's mean and unbiased variance, as PyTorch does)."""
     cs = _channel_shape(input)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+        y = (input - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
+    else:
+        dims = tuple(range(2, input.dim()))
+        y, mean, var = _normalize_over(input, dims, eps)
+        n = input.numel() // (input.shape[0] * input.shape[1])
+        with grad_mode.no_grad():
+            if running_mean is not None:
+                m = mean.detach().reshape(input.shape[:2]).mean(0)
+                inplace(running_mean, lambda a: a * (1 - momentum) + m * momentum)
+            if running_var is not None:
+                v = var.detach().reshape(input.shape[:2]).mean(0) * (n / max(n - 1, 1))
+                inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
     if weight is not None:
         y = y * weight.reshape(cs)
     return y if bias is None else y + bias.reshape(cs)
@@ -848,6 +1102,10 @@ def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=Non
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalize over groups of channels (and all spatial dims) per sample."""
     n, c = input.shape[0], input.shape[1]
+    for t in (weight, bias):
+        if t is not None and (t.dim() != 1 or t.shape[0] != c):
+            raise RuntimeError(f"Expected weight to be a vector of size equal to the number of channels in input, "
+                               f"but got weight of shape {list(t.shape)} and input of shape {list(input.shape)}")
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
                            f"of shape {list(input.shape)} and num_groups={num_groups}")

@@ -145,6 +145,11 @@ class _ConvNd(Module):
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], "
                              f"but got padding_mode='{padding_mode}'")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in _tuple(stride, nd)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride = _tuple(kernel_size, nd), _tuple(stride, nd)
         self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
@@ -167,9 +172,15 @@ class _ConvNd(Module):
         """Input padded explicitly for non-zero padding modes (the conv then uses padding 0)."""
         if self.padding_mode == "zeros":
             return input, self.padding
+        if self.padding == "valid":
+            return input, 0
+        if self.padding == "same":   # the total d * (k - 1) split as the zero-padded 'same' splits it
+            sides = [(t // 2, t - t // 2) for t in (d * (k - 1) for d, k in zip(self.dilation, self.kernel_size))]
+        else:
+            sides = [(p, p) for p in self.padding]
         pads = []
-        for p in reversed(self.padding):
-            pads += [p, p]
+        for lo, hi in reversed(sides):
+            pads += [lo, hi]
         return F.pad(input, pads, mode=self.padding_mode), 0
 
     def forward(self, input):
@@ -222,17 +233,23 @@ class _ConvTransposeNd(_ConvNd):
     def _output_padding(self, input, output_size):
         if output_size is None:
             return self.output_padding
-        out = list(output_size)[-self._nd:]
-        res = []
-        for i in range(self._nd):
-            L = input.shape[input.dim() - self._nd + i]
-            base = ((L - 1) * self.stride[i] - 2 * self.padding[i] + self.dilation[i] * (self.kernel_size[i] - 1)
-                    + 1)
-            res.append(out[i] - base)
-        return tuple(res)
+        out = [int(v) for v in output_size]
+        if len(out) == self._nd + 2:
+            out = out[2:]
+        if len(out) != self._nd:
+            raise ValueError(f"ConvTranspose{self._nd}D: for {self._nd + 2}D input, output_size must have "
+                             f"{self._nd} or {self._nd + 2} elements (got {len(output_size)})")
+        spatial = list(input.shape[input.dim() - self._nd:])
+        lo = [(L - 1) * s - 2 * p + d * (k - 1) + 1
+              for L, s, p, d, k in zip(spatial, self.stride, self.padding, self.dilation, self.kernel_size)]
+        hi = [m + s - 1 for m, s in zip(lo, self.stride)]
+        if any(not a <= o <= b for a, o, b in zip(lo, out, hi)):
+            raise ValueError(f"requested an output size of {out}, but valid sizes range from {lo} to {hi} (for an "
+                             f"input of {spatial})")
+        return tuple(o - a for o, a in zip(out, lo))
 
     def forward(self, input, output_size=None):
-        fn = F.conv_transpose1d if self._nd == 1 else F.conv_transpose2d
+        fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[self._nd]
         return fn(input, self.weight, self.bias, self.stride, self.padding, self._output_padding(input, output_size),
                   self.groups, self.dilation)
 
@@ -247,6 +264,11 @@ class ConvTranspose2d(_ConvTransposeNd):
     _nd = 2
 
 
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution layer; weight shape (in, out/groups, kD, kH, kW)."""
+    _nd = 3
+
+
 # ---------------------------------------------------------------- pooling / resampling
 class _MaxPoolNd(Module):
     _nd = 2
@@ -259,7 +281,7 @@ class _MaxPoolNd(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        fn = F.max_pool1d if self._nd == 1 else F.max_pool2d
+        fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[self._nd]
         return fn(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                   self.return_indices)
 
@@ -276,6 +298,11 @@ class MaxPool1d(_MaxPoolNd):
 class MaxPool2d(_MaxPoolNd):
     """Max over windows of the last two dims."""
     _nd = 2
+
+
+class MaxPool3d(_MaxPoolNd):
+    """Max over windows of the last three dims."""
+    _nd = 3
 
 
 class _MaxUnpoolNd(Module):
@@ -325,6 +352,7 @@ class AvgPool1d(Module):
 
 class AvgPool2d(Module):
     """Mean over windows of the last two dims."""
+    _fn = staticmethod(F.avg_pool2d)
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None) -> None:
@@ -334,11 +362,16 @@ class AvgPool2d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return self._fn(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                        self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool3d(AvgPool2d):
+    """Mean over windows of the last three dims."""
+    _fn = staticmethod(F.avg_pool3d)
 
 
 class AdaptiveAvgPool1d(Module):
@@ -362,6 +395,13 @@ class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+    """Average-pool the last three dims to ``output_size``."""
+
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
 class AdaptiveMaxPool1d(AdaptiveAvgPool1d):
     """Max-pool the last dim to ``output_size`` bins."""
 
@@ -378,6 +418,13 @@ class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
 
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
+    """Max-pool the last three dims to ``output_size``."""
+
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class Upsample(Module):
@@ -573,15 +620,20 @@ class GroupNorm(Module):
 class _InstanceNorm(_BatchNorm):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = False,
                  track_running_stats: bool = False, device=None, dtype=None) -> None:
-        if track_running_stats:
-            raise NotImplementedError("dynajax: InstanceNorm with track_running_stats=True is not supported yet")
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, input):
         self._check_input_dim(input)
         unbatched = input.dim() == self._unbatched_ndim
         x = input.unsqueeze(0) if unbatched else input
-        y = F.instance_norm(x, None, None, self.weight, self.bias, True, self.momentum or 0.0, self.eps)
+        if x.shape[1] != self.num_features:
+            msg = f"expected input's size at dim=1 to match num_features ({self.num_features}), but got: {x.shape[1]}."
+            if self.affine:   # PyTorch only warns without per-channel parameters, which need the match
+                raise ValueError(msg)
+            import warnings
+            warnings.warn(msg + " The input is normalized without them.", stacklevel=2)
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats, self.momentum or 0.0, self.eps)
         return y.squeeze(0) if unbatched else y
 
 
@@ -595,6 +647,12 @@ class InstanceNorm2d(_InstanceNorm):
     """Normalize each (sample, channel) of (N, C, H, W) over H, W."""
     _unbatched_ndim = 3
     _check_input_dim = _dim_checker((3, 4), "3D or 4D")
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Normalize each (sample, channel) of (N, C, D, H, W) over D, H, W."""
+    _unbatched_ndim = 4
+    _check_input_dim = _dim_checker((4, 5), "4D or 5D")
 
 
 # ---------------------------------------------------------------- dropout
@@ -626,3 +684,53 @@ class Dropout1d(_DropoutNd):
 class Dropout2d(_DropoutNd):
     """Zero whole channels of (N, C, H, W)."""
     _fn = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_DropoutNd):
+    """Zero whole channels of (N, C, D, H, W)."""
+    _fn = staticmethod(F.dropout3d)
+
+
+class AlphaDropout(_DropoutNd):
+    """Alpha dropout for SELU networks (keeps zero mean and unit variance); the identity in eval mode."""
+    _fn = staticmethod(F.alpha_dropout)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """Alpha dropout of whole channels; the identity in eval mode."""
+    _fn = staticmethod(F.feature_alpha_dropout)
+
+
+class LocalResponseNorm(Module):
+    """Normalize each value by the mean square of its ``size`` neighbouring channels."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class LPPool1d(Module):
+    """Power-average pooling over the last dim."""
+    _fn = staticmethod(F.lp_pool1d)
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return self._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool2d(LPPool1d):
+    """Power-average pooling over the last two dims."""
+    _fn = staticmethod(F.lp_pool2d)
