@@ -222,3 +222,13 @@ def test_eager_kernels_drop_a_compiler_option_their_xla_rejects(monkeypatch):
     np.testing.assert_array_equal(np.asarray(f(np.arange(3.0))), [0.0, 3.0, 6.0])
     t = dj.tensor([1.0, 2.0]) * 2   # an eager op whose kernel compiles under the probed options
     np.testing.assert_array_equal(t.numpy(), [2.0, 4.0])
+
+
+@pytest.mark.parametrize("n", [(), (4,), (1024,), (100_000,)])
+def test_tensor_of_a_numpy_array_is_a_copy_as_torchs(n):
+    """jax.device_put may alias a host buffer on CPU (seen at 100000 float32s): a later write into the numpy
+    array, or into the torch tensor whose .numpy() it is, must not reach the tensor made from it."""
+    a = np.zeros(n, np.float32)
+    t = dj.tensor(a)
+    a[...] = 5
+    assert not t.numpy().any()

@@ -118,7 +118,9 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     elif hasattr(data, "__jax_array__") or type(data).__module__.startswith("jax"):
         value = jnp.asarray(data, np_dtype)
     else:
-        host = np.asarray(_to_numpy(data), dtype=np_dtype)
+        # a copy, as torch.tensor makes: device_put may alias a host buffer (CPU, aligned), which the caller
+        # (or a torch tensor whose .numpy() it is) can still write to
+        host = np.array(_to_numpy(data), dtype=np_dtype, copy=True)
         if host.size <= DATA_KEPT and _recorded_here(device, False) and current() is not None:   # (not verify's)
             t = _finish(_kept_array(host), None, requires_grad)
             t._remake = functools.partial(_kept_array, host)   # where a speculative run finds it next call
