@@ -169,8 +169,9 @@ class Distribution:
     _param_names: tuple = ()
 
 
-class Normal(Distribution):
-    """Gaussian with mean ``loc`` and standard deviation ``scale``; ``rsample`` is reparameterized."""
+class _LocScale(Distribution):
+    """A real-valued distribution given by a location ``loc`` (its mean and mode) and a positive ``scale``;
+    ``rsample`` is reparameterized."""
 
     has_rsample = True
     _param_names = ("loc", "scale")
@@ -189,6 +190,10 @@ class Normal(Distribution):
     @property
     def mode(self) -> Tensor:
         return self.loc
+
+
+class Normal(_LocScale):
+    """Gaussian with mean ``loc`` and standard deviation ``scale``; ``rsample`` is reparameterized."""
 
     @property
     def variance(self) -> Tensor:
@@ -462,26 +467,8 @@ class Exponential(Distribution):
         return 1.0 - self.rate.log()
 
 
-class Laplace(Distribution):
+class Laplace(_LocScale):
     """Laplace with location ``loc`` and scale ``scale``; ``rsample`` is reparameterized."""
-
-    has_rsample = True
-    _param_names = ("loc", "scale")
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-
-    def __init__(self, loc, scale, validate_args=None) -> None:
-        self.loc, self.scale = _broadcast_params(loc, scale)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
-        self._check_params("loc", "scale")
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

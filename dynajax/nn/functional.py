@@ -1031,15 +1031,21 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
                            1 - momentum, momentum, n / (n - 1))
             write(running_mean, rm)
             write(running_var, rv)
-    elif running_mean is not None or running_var is not None:
-        with grad_mode.no_grad():
-            if running_mean is not None:
-                m = mean.detach()
-                inplace(running_mean, lambda a: a * (1 - momentum) + m * momentum)
-            if running_var is not None:
-                v = var.detach() * (n / (n - 1))
-                inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
+    else:
+        _update_running(running_mean, running_var, mean, var, n / (n - 1), momentum)
     return y
+
+
+def _update_running(running_mean, running_var, mean, var, unbias, momentum) -> None:
+    """``running = (1 - momentum) * running + momentum * statistic`` in place, outside the graph, for whichever
+    of the two running statistics is given (``var`` times ``unbias``: the unbiased batch variance)."""
+    with grad_mode.no_grad():
+        if running_mean is not None:
+            m = mean.detach()
+            inplace(running_mean, lambda a: a * (1 - momentum) + m * momentum)
+        if running_var is not None:
+            v = var.detach() * unbias
+            inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
 
 
 def _masked_batch_norm(input, running_mean, running_var, weight, bias, momentum, eps, mask) -> Tensor:
@@ -1059,13 +1065,7 @@ def _masked_batch_norm(input, running_mean, running_var, weight, bias, momentum,
         y = y * weight.reshape(cs)
     if bias is not None:
         y = y + bias.reshape(cs)
-    with grad_mode.no_grad():
-        if running_mean is not None:
-            mu = mean.detach()
-            inplace(running_mean, lambda a: a * (1 - momentum) + mu * momentum)
-        if running_var is not None:
-            v = var.detach() * (cnt / (cnt - 1))
-            inplace(running_var, lambda a: a * (1 - momentum) + v * momentum)
+    _update_running(running_mean, running_var, mean, var, cnt / (cnt - 1), momentum)
     return y
 
 
