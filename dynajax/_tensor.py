@@ -198,9 +198,12 @@ class Tensor:
         """
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        hooks = _node_hooks(self) if self.grad_fn is not None else _leaf_hooks(self)
+        leaf = self.grad_fn is None
+        hooks = _leaf_hooks(self) if leaf else _node_hooks(self)
         hooks.append(hook)
-        return _HookHandle(hooks, hook)
+        if leaf:   # a leaf (a parameter) keeps its hooks across steps: a replayed step must record them again
+            _epoch.bump()
+        return _HookHandle(hooks, hook, leaf)
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call ``hook(self)`` after a backward has accumulated into this leaf's ``.grad`` (an optimizer step
@@ -212,7 +215,8 @@ class Tensor:
         if self._post_hooks is None:
             self._post_hooks = []
         self._post_hooks.append(hook)
-        return _HookHandle(self._post_hooks, hook)
+        _epoch.bump()
+        return _HookHandle(self._post_hooks, hook, True)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see ``dynajax.autograd.backward``)."""
@@ -403,12 +407,14 @@ class Size(tuple):
 
 
 class _HookHandle:
-    def __init__(self, hooks: list, hook) -> None:
-        self._hooks, self._hook = hooks, hook
+    def __init__(self, hooks: list, hook, leaf: bool = False) -> None:
+        self._hooks, self._hook, self._leaf = hooks, hook, leaf
 
     def remove(self) -> None:
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+            if self._leaf:   # a replayed compiled step would go on running the hook it recorded
+                _epoch.bump()
 
 
 def _node_hooks(t: Tensor) -> list:

@@ -458,7 +458,7 @@ def lower(fn: Callable, *example_args, name: str | None = None) -> Lowered:
     call_args = jax.tree_util.tree_unflatten(tree, call_leaves)
     orig_init = _tensor._init
     _tensor._init = _recording_init(orig_init, tracer.born)
-    registry._hooks.append(tracer.hook)
+    registry._hooks.insert(0, tracer.hook)   # ahead of a dynajax.compile capture, which would take every op
     try:
         with grad_mode.enable_grad():
             result = fn(*call_args)
@@ -467,6 +467,7 @@ def lower(fn: Callable, *example_args, name: str | None = None) -> Lowered:
     finally:
         registry._hooks.remove(tracer.hook)
         _tensor._init = orig_init
+    _refuse_hooks(tracer, call_leaves)
     names = _closure_names(fn)
     params = {}
     for k, (v, t) in enumerate(tracer.params):
@@ -485,6 +486,26 @@ def lower(fn: Callable, *example_args, name: str | None = None) -> Lowered:
     low = Lowered(name, tree, in_leaves, [v for v, _ in tracer.params], params, eqns, out_tree, outs)
     low.foreign = foreign
     return low
+
+
+def _refuse_hooks(tracer: _Tracer, call_leaves: list) -> None:
+    """Raise where ``fn`` registered a tensor hook (``register_hook``) on a tensor it made or was given: the
+    lowered function would neither call it nor let it change the gradient, so ``jax.grad`` of it (and
+    ``dynajax.func``) would silently differ from the tape. ``retain_grad`` (only an observer) is let through."""
+    hooked = []
+    for (nid, idx), v in tracer.node_vars.items():
+        hooks = (tracer.nodes[nid].pre_hooks or {}).get(idx)
+        if hooks and any(not getattr(h, "_retain", False) for h in hooks):
+            hooked.append(f"{v.type_str()} (op {tracer.nodes[nid].op.name})")
+    for t in call_leaves:
+        if isinstance(t, Tensor) and t._hooks:
+            hooked.append(f"{_short_dtype(t._value.dtype)}[{','.join(map(str, t._value.shape))}] (an argument)")
+    if hooked:
+        names = ", ".join(hooked)
+        raise NotImplementedError(
+            f"lowering does not run tensor hooks: the function registered one on {names}; the lowered function "
+            "would compute the gradient without it. Take that gradient on the tape (backward or "
+            "autograd.grad), or make the hook's change part of the function.")
 
 
 def _leaf_names(tree, arg_names) -> list:

@@ -194,7 +194,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
                     from .._dtype import from_np
                     g = g.to(from_np(dt))
                 if _anomaly["enabled"]:
-                    _check_nan(node, g)
+                    _check_nan(node, g, i)
                 push(e, g)
 
         for leaf, g in leaf_buf.values():
@@ -230,9 +230,11 @@ def _hooked(hook, g):
     r = hook(g)
     if r is None:
         return g
+    name = getattr(hook, "__name__", type(hook).__name__)
     if tuple(r.shape) != tuple(g.shape):
-        name = getattr(hook, "__name__", type(hook).__name__)
         raise RuntimeError(f"hook '{name}' has changed the size of value")
+    if r.dtype != g.dtype:   # (the engine would cast it back silently)
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {g.dtype} got {r.dtype})")
     return r
 
 
@@ -306,10 +308,10 @@ def _np_to_dj(d):
     return from_np(d)
 
 
-def _check_nan(node: Node, g) -> None:
+def _check_nan(node: Node, g, i: int = 0) -> None:
     import jax.numpy as jnp
     if bool(jnp.isnan(g._value).any()):
-        raise RuntimeError(f"Function '{node.name()}' returned nan values in its 0th output.")
+        raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
 def _outside_autocast(fn):
@@ -344,7 +346,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         return
     inputs = _as_tuple(inputs)
     if not inputs:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     results = grad(outputs, inputs, grads, retain_graph=retain_graph, create_graph=create_graph,
                    allow_unused=True, _materialize=False)
     for t, g in zip(inputs, results):
@@ -361,6 +363,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     >>> (gx,) = dynajax.autograd.grad((x ** 3).sum(), x, create_graph=True)
     """
+    if is_grads_batched:   # one backward per row of the grad_outputs' leading dim, stacked (a loop, not vmap)
+        from ..ops.join import stack
+        outs, gos = _as_tuple(outputs), _as_tuple(grad_outputs)
+        n = next(g.shape[0] for g in gos if g is not None)
+        rows = [grad(outs, inputs, [g[b] if g is not None else None for g in gos],
+                     retain_graph=True if b < n - 1 else retain_graph, create_graph=create_graph,
+                     allow_unused=allow_unused, materialize_grads=materialize_grads) for b in range(n)]
+        return tuple(None if rows[0][i] is None else stack([r[i] for r in rows]) for i in range(len(rows[0])))
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, but got: "
                          "allow_unused=False.")
@@ -388,7 +398,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 from ..ops.creation import zeros_like
                 g = zeros_like(t)
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
                                    "graph. Set allow_unused=True if this is the desired behavior.")
         elif not create_graph:
             g = g.detach()

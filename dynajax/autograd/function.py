@@ -32,6 +32,11 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
+        from .._tensor import Tensor
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                f"{type(t).__name__}")
         self._saved = tuple((t, t._vc[0]) if t is not None else None for t in tensors)
 
     @property
@@ -91,9 +96,15 @@ class _FunctionOp:
         if len(res) < len(inputs) or any(r is not None for r in res[len(inputs):]):   # (extra Nones: allowed)
             raise RuntimeError(f"function {name}Backward returned an incorrect number of gradients "
                                f"(expected {len(inputs)}, got {len(res)})")
+        from .._tensor import Tensor
         for i, (r, a) in enumerate(zip(res, inputs)):   # a gradient the input broadcasts to is summed back
-            shape = getattr(r, "shape", None)
             meta = ctx._in_meta[i]
+            if r is not None and not isinstance(r, Tensor):
+                raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
+            if r is not None and meta is None:
+                raise RuntimeError(f"function {name}Backward returned a gradient different than None at position "
+                                   f"{i + 1}, but the corresponding forward input was not a Variable")
+            shape = getattr(r, "shape", None)
             if shape is not None and meta is not None and tuple(shape) != tuple(meta[0]):
                 want = tuple(meta[0])
                 if len(want) > len(shape) or any(w not in (1, s) for w, s in zip(want[::-1], tuple(shape)[::-1])):
@@ -113,6 +124,12 @@ class Function:
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("You must implement the backward function for custom autograd.Function.")
 
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """Overridden (PyTorch 2's style): ``forward`` takes no ``ctx``, and this saves what backward needs
+        from the inputs (a tuple) and ``forward``'s output."""
+        raise NotImplementedError("setup_context is not implemented.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         from .._tensor import Tensor, _make
@@ -120,7 +137,11 @@ class Function:
         ctx._cls = cls
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with grad_mode.no_grad():
-            result = cls.forward(ctx, *args, **kwargs)
+            if cls.setup_context is not Function.setup_context:   # PyTorch 2's style: forward without ctx
+                result = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, result)
+            else:
+                result = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(result, tuple)
         outs = (result,) if single else result
         track = grad_mode.state.enabled and any(ctx.needs_input_grad)
@@ -160,9 +181,22 @@ class Function:
                 # sharing forward's tensor's version counter: an in-place change of the output after it was
                 # saved with save_for_backward fails the backward, as in PyTorch
                 wrapped.append(_make(o._value, True, node, i, o._vc))
+            elif isinstance(o, Tensor) and id(o) in ctx._non_diff and any(o is a for a in args):
+                wrapped.append(o.detach())   # an input returned as a non-differentiable output: not the input
             else:
                 wrapped.append(o)
+        _save_outputs_as_wrapped(ctx, outs, wrapped)
         return wrapped[0] if single else tuple(wrapped)
+
+
+def _save_outputs_as_wrapped(ctx, outs, wrapped) -> None:
+    """An output that ``forward`` saved with ``save_for_backward`` comes back from ``saved_tensors`` as the
+    output the caller got (with this Function as its ``grad_fn``), as in PyTorch, so a backward written with
+    it (``g * out`` for ``exp``) is differentiable again under ``create_graph``: forward's own tensor has no
+    history."""
+    swap = {id(o): w for o, w in zip(outs, wrapped) if o is not w}
+    if swap and ctx._saved:
+        ctx._saved = tuple((swap.get(id(s[0]), s[0]), s[1]) if s is not None else None for s in ctx._saved)
 
 
 def once_differentiable(fn):

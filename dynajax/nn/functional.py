@@ -674,9 +674,15 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     return leaky_relu(input, negative_slope, True)
 
 
+def _clamp_open(a: Tensor, lo: float, hi: float) -> Tensor:
+    """``a.clamp(lo, hi)`` whose gradient is 1 strictly inside ``(lo, hi)`` and 0 at the bounds, as PyTorch's
+    hardtanh family (``clamp``'s own gradient is 1 at the bounds)."""
+    return _ew.where((a > lo) & (a < hi), a, a.detach().clamp(lo, hi))
+
+
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """Clamp to ``[min_val, max_val]``."""
-    return _act(input, inplace, lambda a: a.clamp(min_val, max_val))
+    return _act(input, inplace, lambda a: _clamp_open(a, min_val, max_val))
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
@@ -781,12 +787,13 @@ def logsigmoid(input: Tensor) -> Tensor:
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6``."""
-    return _act(input, inplace, lambda a: (a + 3.0).clamp(0.0, 6.0) / 6.0)
+    return _act(input, inplace, lambda a: _clamp_open(a + 3.0, 0.0, 6.0) / 6.0)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
-    return _act(input, inplace, lambda a: a * hardsigmoid(a))
+    # PyTorch's gradient: 0 up to -3 (included), (2x + 3) / 6 below 3, 1 from 3 on
+    return _act(input, inplace, lambda a: _ew.where(a <= -3.0, a * 0.0, _ew.where(a < 3.0, a * (a + 3.0) / 6.0, a)))
 
 
 def tanhshrink(input: Tensor) -> Tensor:

@@ -172,9 +172,29 @@ def _neg_check(x):
 
 
 neg = unary("neg", jnp.negative, lambda g, out, x: (-g,), to_float=False, check=_neg_check)
-abs = unary("abs", jnp.abs, lambda g, out, x: (g * sign(x),), to_float=False)
-relu = unary("relu", lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
-             lambda g, out, x: (_where0(out > 0, g),), to_float=False)
+def _kinked(fn, slope):
+    """``fn`` whose JAX derivative is ``slope(x)`` (PyTorch's value at a kink): what ``jax.grad`` of a lowered
+    function (``dynajax.lower``, ``dynajax.func``) differentiates, so it agrees with the tape's rule where
+    JAX's own choice differs (``jnp.abs`` has slope 1 at 0, ``jnp.maximum`` splits a tie in halves)."""
+    f = jax.custom_jvp(fn)
+    f.defjvp(lambda p, t: (fn(p[0]), slope(p[0]) * t[0]))
+    return f
+
+
+_abs_f = _kinked(jnp.abs, jnp.sign)
+_relu_f = _kinked(lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)), lambda x: (x > 0).astype(x.dtype))
+
+
+def _abs_impl(x):
+    return _abs_f(x) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.abs(x)
+
+
+def _relu_impl(x):
+    return _relu_f(x) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.maximum(x, jnp.zeros((), x.dtype))
+
+
+abs = unary("abs", _abs_impl, lambda g, out, x: (g * sign(x),), to_float=False)
+relu = unary("relu", _relu_impl, lambda g, out, x: (_where0(out > 0, g),), to_float=False)
 sign = unary("sign", lambda x: x if x.dtype == np.bool_ else jnp.sign(x),  # a bool is its own sign (PyTorch)
              lambda g, out, x: (g * 0,), to_float=False)
 floor = unary("floor", lambda x: jnp.floor(x) if x.dtype.kind == "f" else x,
@@ -536,10 +556,14 @@ def _where_method(self, condition, other) -> Tensor:
 @op("clamp", error=broadcast_error)
 def _clamp_impl(x, lo, hi, *, dtype):
     x = x.astype(dtype)
+    # selects rather than maximum/minimum: at a bound JAX's derivative is then 1 (the rule's and PyTorch's),
+    # where maximum would split it in halves; a NaN stays NaN
     if lo is not None:
-        x = jnp.maximum(x, _cast(lo, dtype))
+        lo = _cast(lo, dtype)
+        x = jnp.where(x < lo, lo, x)
     if hi is not None:
-        x = jnp.minimum(x, _cast(hi, dtype))
+        hi = _cast(hi, dtype)
+        x = jnp.where(x > hi, hi, x)
     return x
 
 

@@ -548,10 +548,17 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
     return apply(_var, input, **_var_args("var", input, dim, unbiased, keepdim, correction))
 
 
+def _std_of(v: Tensor) -> Tensor:
+    """``sqrt(v)`` of a variance, whose gradient is 0 where the variance is 0 (a constant slice), as PyTorch's
+    std backward masks it; a plain sqrt's infinite slope there times var's zero gradient would give NaN."""
+    nz = v != 0   # (a NaN variance, too few elements, stays NaN)
+    return where(nz, sqrt(where(nz, v, 1.0)), 0.0)
+
+
 @method()
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Standard deviation, ``sqrt(var(...))``."""
-    return sqrt(apply(_var, input, **_var_args("std", input, dim, unbiased, keepdim, correction)))
+    return _std_of(apply(_var, input, **_var_args("std", input, dim, unbiased, keepdim, correction)))
 
 
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> tuple:
@@ -563,7 +570,7 @@ def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> tuple:
     """``(std, mean)`` over ``dim``."""
     p = _var_args("std_mean", input, dim, unbiased, keepdim, correction)
-    return sqrt(apply(_var, input, **p)), mean(input, p["dims"], keepdim)
+    return _std_of(apply(_var, input, **p)), mean(input, p["dims"], keepdim)
 
 
 # ---------------------------------------------------------------- norm
@@ -578,9 +585,12 @@ def _vector_norm(x, *, p, dims, keepdim, shape):
         return jnp.sum(a != 0, axis=dims, keepdims=keepdim).astype(a.dtype)
     if p == 1:
         return jnp.sum(a, axis=dims, keepdims=keepdim)
-    if p == 2:
-        return jnp.sqrt(jnp.sum(a * a, axis=dims, keepdims=keepdim))
-    return jnp.sum(a ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
+    # the zero vector's gradient is 0 (the rule below, PyTorch's), also under jax.grad of a lowered function:
+    # the root is taken of a placeholder 1 there, so its infinite slope never meets the zero inner gradient
+    s = jnp.sum(a * a if p == 2 else a ** p, axis=dims, keepdims=keepdim)
+    nz = s != 0
+    safe = jnp.where(nz, s, jnp.ones((), s.dtype))
+    return jnp.where(nz, jnp.sqrt(safe) if p == 2 else safe ** (1.0 / p), jnp.zeros((), s.dtype))
 
 
 @_vector_norm.defvjp
