@@ -1152,15 +1152,7 @@ def test_an_error_while_compiling_leaves_the_state_as_before(monkeypatch):
     touched holds its array again: later calls work."""
     dj.manual_seed(0)
     m = _mlp()
-    opt = optim.SGD(m.parameters(), lr=0.1)
-
-    @dj.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = dj.compile(train_step(m, optim.SGD(m.parameters(), lr=0.1), F.cross_entropy))
     before = [p.detach().numpy().copy() for p in m.parameters()]
     cls = type(step)
 

@@ -674,15 +674,9 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     return leaky_relu(input, negative_slope, True)
 
 
-def _clamp_open(a: Tensor, lo: float, hi: float) -> Tensor:
-    """``a.clamp(lo, hi)`` whose gradient is 1 strictly inside ``(lo, hi)`` and 0 at the bounds, as PyTorch's
-    hardtanh family (``clamp``'s own gradient is 1 at the bounds)."""
-    return _ew.where((a > lo) & (a < hi), a, a.detach().clamp(lo, hi))
-
-
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """Clamp to ``[min_val, max_val]``."""
-    return _act(input, inplace, lambda a: _clamp_open(a, min_val, max_val))
+    return _act(input, inplace, lambda a: _ew.clamp_open(a, min_val, max_val))
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
@@ -787,7 +781,7 @@ def logsigmoid(input: Tensor) -> Tensor:
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6``."""
-    return _act(input, inplace, lambda a: _clamp_open(a + 3.0, 0.0, 6.0) / 6.0)
+    return _act(input, inplace, lambda a: _ew.clamp_open(a + 3.0, 0.0, 6.0) / 6.0)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:

@@ -16,7 +16,7 @@ from .. import _dtype
 from .._capture import is_recorded
 from .._tensor import Tensor, method
 from ..autograd import grad_mode
-from .registry import Op, apply, op, run
+from .registry import apply, op, run
 from .views import assign, cast_dtype, inplace
 
 __all__ = [
@@ -554,26 +554,28 @@ def _where_method(self, condition, other) -> Tensor:
 
 
 @op("clamp", error=broadcast_error)
-def _clamp_impl(x, lo, hi, *, dtype):
+def _clamp_impl(x, lo, hi, *, dtype, open=False):
     x = x.astype(dtype)
-    # selects rather than maximum/minimum: at a bound JAX's derivative is then 1 (the rule's and PyTorch's),
-    # where maximum would split it in halves; a NaN stays NaN
+    # selects rather than maximum/minimum: at a bound JAX's derivative is then the rule's -- 1 for clamp
+    # (PyTorch's), 0 with ``open`` (PyTorch's hardtanh family) -- where maximum would split it in halves; a
+    # NaN stays NaN
     if lo is not None:
         lo = _cast(lo, dtype)
-        x = jnp.where(x < lo, lo, x)
+        x = jnp.where((x <= lo) if open else (x < lo), lo, x)
     if hi is not None:
         hi = _cast(hi, dtype)
-        x = jnp.where(x > hi, hi, x)
+        x = jnp.where((x >= hi) if open else (x > hi), hi, x)
     return x
 
 
 @_clamp_impl.defvjp
-def _clamp_vjp(g, out, x, lo, hi, **_):
+def _clamp_vjp(g, out, x, lo, hi, *, open=False, **_):
     keep = None
     if lo is not None:
-        keep = x >= lo
+        keep = (x > lo) if open else (x >= lo)
     if hi is not None:
-        keep = (x <= hi) if keep is None else keep & (x <= hi)
+        inside = (x < hi) if open else (x <= hi)
+        keep = inside if keep is None else keep & inside
     glo = ghi = None
     if _is_t(lo):
         glo = _where0((x < lo) & (lo < hi) if hi is not None else x < lo, g)
@@ -592,6 +594,14 @@ def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:
     min = _dtype.checked_scalar(min, d)
     max = _dtype.checked_scalar(max, d)
     return with_out(apply(_clamp_impl, input, min, max, dtype=d), out)
+
+
+def clamp_open(input: Tensor, min: float, max: float) -> Tensor:
+    """``clamp(input, min, max)`` whose gradient is 0 at the bounds, 1 only strictly between them: PyTorch's
+    hardtanh family (``hardtanh``, ``relu6``, ``hardsigmoid``), where ``clamp``'s own is 1 at the bounds."""
+    d = _dtype.result_type(input, min, max)
+    return apply(_clamp_impl, input, _dtype.checked_scalar(min, d), _dtype.checked_scalar(max, d), dtype=d,
+                 open=True)
 
 
 clip = clamp
