@@ -348,7 +348,7 @@ def repeated(steps: int, n: int) -> list[tuple]:
     each dynajax run after JAX's and dynajax's in-memory caches are cleared, as in a fresh process: per
     pair (dynajax seconds, PyTorch seconds at its faster setting). One total of each is at the mercy of
     the machine's load for its ~3 s; pairs taken back to back share it."""
-    from dynajax import _capture
+    from dynajax.compile import capture as _capture
     data = batches(steps)
     pairs = []
     for _ in range(n):

@@ -22,6 +22,7 @@ from ._dtype import get_default_dtype as get_default_dtype  # noqa: E402
 from ._dtype import iinfo as iinfo  # noqa: E402
 from ._dtype import set_default_dtype as set_default_dtype  # noqa: E402
 from ._dtype import promote_types as _promote_np  # noqa: E402
+from ._sizes import OutOfMemoryError as OutOfMemoryError  # noqa: E402
 from ._tensor import Size as Size  # noqa: E402
 from ._tensor import Tensor as Tensor  # noqa: E402
 from .autograd.grad_mode import enable_grad as enable_grad  # noqa: E402
@@ -37,13 +38,24 @@ from .ops.shape import *  # noqa: E402,F401,F403
 from .ops.index import *  # noqa: E402,F401,F403
 from .ops.join import *  # noqa: E402,F401,F403
 from .ops.linalg import *  # noqa: E402,F401,F403
+from .ops.decomp import *  # noqa: E402,F401,F403
 from .ops.sort import *  # noqa: E402,F401,F403
+from .ops.complex import *  # noqa: E402,F401,F403
+from .ops.special import *  # noqa: E402,F401,F403
+from .ops.pointwise import *  # noqa: E402,F401,F403
+from .ops.scan import *  # noqa: E402,F401,F403
+from .ops.compare import *  # noqa: E402,F401,F403
+from .ops.stats import *  # noqa: E402,F401,F403
+from .ops.layout import *  # noqa: E402,F401,F403
+from .ops.distance import *  # noqa: E402,F401,F403
 from .random import Generator as Generator  # noqa: E402
 from .random import get_rng_state as get_rng_state  # noqa: E402
 from .random import initial_seed as initial_seed  # noqa: E402
 from .random import manual_seed as manual_seed  # noqa: E402
 from .random import seed as seed  # noqa: E402
 from .random import set_rng_state as set_rng_state  # noqa: E402
+from .autograd import engine as _engine  # noqa: E402,F401  (Tensor.backward's upcall)
+from .autograd import function as _function  # noqa: E402,F401
 from . import nn as nn  # noqa: E402
 from .lower import lower as lower  # noqa: E402
 from .lower import lower_graph as lower_graph  # noqa: E402
@@ -52,9 +64,9 @@ from . import func as func  # noqa: E402
 from . import testing as testing  # noqa: E402
 from . import viz as viz  # noqa: E402
 from .compile import compile as compile  # noqa: E402
-from ._compile_cache import set_compile_cache as set_compile_cache  # noqa: E402
-from ._compile_cache import compile_cache_dir as compile_cache_dir  # noqa: E402
-from . import _compile_cache  # noqa: E402
+from .compile.cache import set_compile_cache as set_compile_cache  # noqa: E402
+from .compile.cache import compile_cache_dir as compile_cache_dir  # noqa: E402
+from .compile import cache as _compile_cache  # noqa: E402
 from . import distributed as distributed  # noqa: E402
 from . import optim as optim  # noqa: E402
 from . import amp as amp  # noqa: E402
@@ -65,6 +77,8 @@ from . import utils as utils  # noqa: E402
 from . import distributions as distributions  # noqa: E402
 from .serialization import load as load  # noqa: E402
 from .serialization import save as save  # noqa: E402
+from .serialization import load_safetensors as load_safetensors  # noqa: E402
+from .serialization import save_safetensors as save_safetensors  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -93,3 +107,21 @@ def can_cast(from_: dtype, to: dtype) -> bool:
 def numel(input: Tensor) -> int:
     return input.numel()
 from . import linalg as linalg  # noqa: E402
+from . import fft as fft  # noqa: E402
+from . import special as special  # noqa: E402
+from . import accelerator as accelerator  # noqa: E402
+from . import backends as backends  # noqa: E402
+from . import onnx as onnx  # noqa: E402
+from .backends import set_float32_matmul_precision as set_float32_matmul_precision  # noqa: E402
+from .backends import get_float32_matmul_precision as get_float32_matmul_precision  # noqa: E402
+from .backends import use_deterministic_algorithms as use_deterministic_algorithms  # noqa: E402
+from .backends import are_deterministic_algorithms_enabled as are_deterministic_algorithms_enabled  # noqa: E402
+from .backends import set_num_threads as set_num_threads  # noqa: E402
+from .backends import get_num_threads as get_num_threads  # noqa: E402
+from ._tensortype import *  # noqa: E402,F401,F403  (FloatTensor, LongTensor, ...: legacy constructors)
+from ._torch_alias import install as install_torch_alias  # noqa: E402
+from ._torch_alias import uninstall as uninstall_torch_alias  # noqa: E402
+
+
+def is_floating_point(input: Tensor) -> bool:
+    return input.is_floating_point()

@@ -229,12 +229,7 @@ class cuda:
     def device_count() -> int:
         return len(jax.devices("gpu")) if cuda.is_available() else 0
 
-    @staticmethod
-    def manual_seed(seed: int) -> None:
-        from .random import manual_seed
-        manual_seed(seed)
-
-    manual_seed_all = manual_seed
+    # manual_seed / manual_seed_all: attached by dynajax.random (the floor above), which owns the seed
 
     @staticmethod
     def synchronize() -> None:

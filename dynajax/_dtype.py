@@ -168,6 +168,8 @@ def _combine(higher, lower):
     ch, cl = _category(higher), _category(lower)
     if ch >= cl and ch >= 2:
         return higher
+    if cl == 3 and ch == 2:   # a complex 0-d tensor or number with a float tensor: the float's complex type
+        return np.dtype(np.complex128) if higher == np.float64 else np.dtype(np.complex64)
     if ch == 0 or cl > ch:
         return promote_types(higher, lower)
     return higher

@@ -42,6 +42,19 @@ class _Formatter:
         return " " * (self.max_width - len(s)) + s
 
 
+class _ComplexFormatter:
+    """PyTorch's complex format: the real parts and the imaginary parts each formatted as one real tensor."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.re = _Formatter(values.real.astype(np.float64), True)
+        self.im = _Formatter(values.imag.astype(np.float64), True)
+        self.max_width = self.re.max_width + self.im.max_width + 1
+
+    def format(self, v) -> str:
+        imag = (self.im.format(v.imag) + "j").lstrip()
+        return self.re.format(v.real) + (imag if imag[0] in "+-" else "+" + imag)
+
+
 def _plain(v) -> str:
     if isinstance(v, (bool, np.bool_)):
         return str(bool(v))
@@ -95,9 +108,11 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
         if d is not _dtype.get_default_dtype():
             suffixes.append(f"dtype={d!r}")
     else:
-        fmt = _Formatter(_summarize(npv) if summarize else npv, floating)
+        shown = _summarize(npv) if summarize else npv
+        fmt = _ComplexFormatter(shown) if d.is_complex else _Formatter(shown, floating)
         body = _str(npv, fmt, indent, summarize)
-        if d not in (_dtype.get_default_dtype(), _dtype.int64, _dtype.bool_):
+        default_complex = _dtype.complex128 if _dtype.get_default_dtype() is _dtype.float64 else _dtype.complex64
+        if d not in (_dtype.get_default_dtype(), _dtype.int64, _dtype.bool_, default_complex):
             suffixes.append(f"dtype={d!r}")
     if t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")

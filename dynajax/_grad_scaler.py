@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import warnings
 
+from ._dtype import float16, float32, float64, int32
+from ._tensor import Tensor
 from .autograd import grad_mode
+from .ops.autocast import _available
+from .ops.creation import full, zeros
+from .ops.elementwise import isfinite, where
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
@@ -27,7 +32,6 @@ class GradScaler:
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True) -> None:
-        from .amp import _available
         self._device = str(device)
         if enabled and not _available(self._device.split(":")[0]):
             warnings.warn(f"torch.amp.GradScaler is enabled, but {self._device} is not the device dynajax runs "
@@ -49,7 +53,6 @@ class GradScaler:
 
     # ------------------------------------------------------------ state
     def _lazy_init(self) -> None:
-        from . import float32, full, int32
         self._scale = full((), self._init_scale, dtype=float32)
         self._growth_tracker = full((), 0, dtype=int32)
 
@@ -66,7 +69,6 @@ class GradScaler:
             return outputs
         if self._scale is None:
             self._lazy_init()
-        from ._tensor import Tensor
 
         def mul(x):
             if isinstance(x, Tensor):
@@ -88,7 +90,6 @@ class GradScaler:
         if self._scale is None:
             raise RuntimeError("Attempted unscale_ but _scale is None.  This may indicate your script did not "
                                "use scaler.scale(loss or outputs) earlier in the iteration.")
-        from . import float16, float32, float64, isfinite, zeros
         with grad_mode.no_grad():
             inv = self._scale.to(float64).reciprocal().to(float32)
             found = zeros((), dtype=float32)
@@ -127,8 +128,6 @@ class GradScaler:
         or grown after ``growth_interval`` clean steps."""
         if not self._enabled:
             return
-        from . import where
-        from ._tensor import Tensor
         if self._scale is None:
             self._lazy_init()
         with grad_mode.no_grad():

@@ -12,7 +12,9 @@ import operator
 
 import numpy as np
 
-from . import _dtype, _epoch
+from . import _device, _dtype, _epoch
+from ._format import tensor_repr
+from .ops.dispatch import value_aval
 from .autograd import grad_mode
 from .ops import registry
 
@@ -40,7 +42,7 @@ class Tensor:
         if cls is Tensor and data is None:
             return _make(_empty_value())
         if cls is Tensor:
-            from .ops.creation import tensor
+            tensor = upcalls.tensor
             return tensor(data).float() if not kwargs and not args else tensor(data, *args, **kwargs)
         return object.__new__(cls)
 
@@ -77,12 +79,17 @@ class Tensor:
 
     @property
     def device(self):
-        from ._device import device_of
-        return device_of(self._value)
+        return _device.device_of(self._value)
 
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    is_xpu = is_mps = is_sparse = is_quantized = is_meta = property(lambda self: False)   # none exist in dynajax
 
     def is_floating_point(self) -> bool:
         return _dtype.from_np(self._value.dtype).is_floating_point
@@ -94,8 +101,7 @@ class Tensor:
         """Whether PyTorch would lay this tensor out contiguously (a view's strides: ``views.layout``)."""
         if self._base is None:
             return True
-        from .ops.views import is_contiguous
-        return is_contiguous(self)
+        return upcalls.is_contiguous(self)
 
     def contiguous(self, memory_format=None) -> "Tensor":
         """This tensor, or where it is a view PyTorch would not lay out contiguously (``t()``, a column) a copy:
@@ -114,7 +120,6 @@ class Tensor:
                                 f"{type(g).__name__}")
             if g is self:
                 raise RuntimeError("can't assign Variable as its own grad")
-            from ._capture import value_aval
             (gs, gd), (s, d) = value_aval(g._value), value_aval(self._value)
             if gd != d:
                 name = _dtype.C_NAMES.get(gd.name, gd.name)
@@ -181,7 +186,7 @@ class Tensor:
             return
         self._retains_grad = True
         ref = self
-        from .autograd.engine import own_value
+        own_value = upcalls.own_value
 
         def _keep(g):   # (the tape runs it last, after the other hooks: PyTorch's order)
             if ref.grad is None:   # differentiable under create_graph, as PyTorch's clone of it is
@@ -220,13 +225,11 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see ``dynajax.autograd.backward``)."""
-        from .autograd.engine import backward
-        backward(self, gradient, retain_graph, create_graph, inputs)
+        upcalls.backward(self, gradient, retain_graph, create_graph, inputs)
 
     def detach(self) -> "Tensor":
         """A tensor sharing this one's value (and later in-place writes), outside the graph."""
-        from .ops.views import detached_view
-        return detached_view(self)
+        return upcalls.detached_view(self)
 
     def detach_(self) -> "Tensor":
         if self._base is not None:
@@ -236,8 +239,7 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        from .ops.views import detached_view
-        return detached_view(self, data=True)
+        return upcalls.detached_view(self, data=True)
 
     @data.setter
     def data(self, other: "Tensor") -> None:
@@ -246,7 +248,7 @@ class Tensor:
             raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         self._value = other._value
         self._vc[1] += 1
-        _epoch.bump()   # (dtype or device may have changed under a replayed step: ``_replay``)
+        _epoch.bump()   # (dtype or device may have changed under a replayed step: ``compile.replay``)
 
     # ---------------------------------------------------------------- conversions
     def item(self):
@@ -323,7 +325,6 @@ class Tensor:
     __hash__ = object.__hash__   # by identity, as PyTorch's (C-level: optimizer state and hook tables key on tensors)
 
     def __repr__(self) -> str:
-        from ._format import tensor_repr
         if self._base is not None:
             self._sync()
         return tensor_repr(self)
@@ -361,12 +362,10 @@ class Tensor:
         """Recompute a view whose base was written in place since it was made."""
         vc = self._vc
         if self._view_ver != vc[0] + vc[1]:
-            from .ops.views import refresh
-            refresh(self)
+            upcalls.refresh(self)
 
     def _assign(self, result: "Tensor") -> "Tensor":
-        from .ops.views import assign
-        return assign(self, result)
+        return upcalls.assign(self, result)
 
 
 _INTERNAL = frozenset({"_grad", "_view", "_view_ver", "_hooks", "_post_hooks", "_retains_grad"})
@@ -467,6 +466,24 @@ def _empty_value():
 def _rebuild(array, requires_grad):
     import jax.numpy as jnp
     return _make(jnp.asarray(array), requires_grad)
+
+
+class _Upcalls:
+    """The functions of higher floors that Tensor's methods call: ``tensor`` (ops.creation), the views'
+    ``assign``/``refresh``/``detached_view``/``is_contiguous`` (ops.views), the engine's ``backward`` and
+    ``own_value`` (autograd.engine). Each registers its own with :func:`upcall` when it loads, so this module
+    imports nothing above it (and a call costs one attribute read, not an import statement)."""
+
+    __slots__ = ("tensor", "assign", "refresh", "detached_view", "is_contiguous", "backward", "own_value")
+
+
+upcalls = _Upcalls()
+
+
+def upcall(fn):
+    """Register ``fn`` as the upcall of its name (a decorator, used by the floors above)."""
+    setattr(upcalls, fn.__name__, fn)
+    return fn
 
 
 def method(*names):

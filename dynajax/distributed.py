@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
 from typing import Sequence
 
 import jax
@@ -75,11 +76,14 @@ from jax.sharding import NamedSharding as NamedSharding
 from jax.sharding import PartitionSpec as PartitionSpec
 
 from ._device import STEP_COMPILER_OPTIONS
+from ._lru import lru_get
 from ._tensor import Tensor, _make, method
 from .ops.registry import op, run
 
 __all__ = ["Mesh", "devices", "PartitionSpec", "NamedSharding", "initialize", "shutdown", "simulate_cpu_devices",
-           "process_index", "process_count", "shard", "global_batch", "gather", "per_device_bytes"]
+           "process_index", "process_count", "shard", "global_batch", "gather", "per_device_bytes",
+           "is_available", "is_initialized", "init_process_group", "destroy_process_group", "get_rank",
+           "get_world_size", "barrier"]
 
 _P = PartitionSpec
 _AUTO = jax.sharding.AxisType.Auto
@@ -181,6 +185,59 @@ def process_index() -> int:
 def process_count() -> int:
     """Number of processes in the run."""
     return jax.process_count()
+
+
+# ---------------------------------------------------------------- torch.distributed's process group, one process
+_GROUP: dict = {}   # the default process group while one is initialised: {"world_size": 1, "rank": 0}
+_NO_GROUP = "Default process group has not been initialized, please make sure to call init_process_group."
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return bool(_GROUP)
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size: int = -1, rank: int = -1,
+                       store=None, group_name: str = "", pg_options=None, device_id=None) -> None:
+    """``torch.distributed.init_process_group`` for a run of one process (``WORLD_SIZE`` unset or 1), so
+    scripts written for torchrun run as one process. Several processes are refused: dynajax's way is
+    :func:`initialize` and ``dynajax.compile(step, mesh=Mesh())``."""
+    if _GROUP:
+        raise ValueError("trying to initialize the default process group twice!")
+    world = int(world_size) if world_size != -1 else int(os.environ.get("WORLD_SIZE", 1))
+    me = int(rank) if rank != -1 else int(os.environ.get("RANK", 0))
+    if world != 1:
+        raise NotImplementedError(
+            f"dynajax has no torch.distributed process group of {world} processes; run one process, or use "
+            "dynajax.distributed.initialize(...) with dynajax.compile(step, mesh=dynajax.distributed.Mesh())")
+    if me != 0:
+        raise ValueError(f"init_process_group: rank {me} is not below world_size 1")
+    _GROUP.update(world_size=1, rank=0, backend=backend or "gloo")
+
+
+def destroy_process_group(group=None) -> None:
+    _GROUP.clear()
+
+
+def get_rank(group=None) -> int:
+    if not _GROUP:
+        raise ValueError(_NO_GROUP)
+    return _GROUP["rank"]
+
+
+def get_world_size(group=None) -> int:
+    if not _GROUP:
+        raise ValueError(_NO_GROUP)
+    return _GROUP["world_size"]
+
+
+def barrier(group=None, async_op: bool = False, device_ids=None) -> None:
+    """Every process of the (one-process) group has arrived."""
+    if not _GROUP:
+        raise ValueError(_NO_GROUP)
 
 
 # ---------------------------------------------------------------- tensors
@@ -339,7 +396,7 @@ class Layout:
                 out.append(sh)
             elif i in batch and shape:
                 if shape[0] % self.n:
-                    from ._bucketing import mask_array
+                    from .compile.bucketing import mask_array
                     fix = (f"Declare bucket sizes in dynamic= that are multiples of {self.n} (this batch ran at "
                            f"its bucket size, {shape[0]})." if mask_array(shape[0]) is not None else
                            f"Pad the batch to a multiple of {self.n} or drop the last partial batch "
@@ -387,7 +444,6 @@ class Layout:
             if sh is not s and sh != s:
                 cap.inputs[i] = _put(arr, s)
         key = (exe, tuple(ins))   # exe: the cached executable of this graph (identity; held while cached here)
-        from .compile import lru_get
 
         def make():
             d = plan.donate if donate else ()

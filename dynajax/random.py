@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._device import host_made
+from ._device import cuda, host_made
+from ._tensor import _make
+from .ops import registry
 
 DEFAULT_SEED = 67280421310721
 
@@ -40,7 +42,6 @@ class Generator:
 
     def get_state(self):
         """The stream's state as a uint8 tensor (PyTorch's type), usable with ``dynajax.save``."""
-        from ._tensor import _make
         return _make(jnp.asarray(np.asarray(self._key, np.uint32).view(np.uint8)))
 
     def set_state(self, state) -> None:
@@ -159,7 +160,9 @@ def _drawn_in_bulk(key, a, b, what: tuple, n: int) -> bool:
     ``_device.host_made`` says so (at most 2**24 numbers: past that, drawing up to twice as many costs
     more than a compile), with scalar bounds, and never while ``dynajax.compile`` records or JAX traces
     (the draw is then part of a graph)."""
-    from .ops import registry   # (ops imports this module)
     if registry.record_creation or any(isinstance(v, jax.core.Tracer) for v in (key, a, b)):
         return False
     return not (np.ndim(a) or np.ndim(b)) and host_made(("draw",) + what, n, 1 << 24)
+
+
+cuda.manual_seed = cuda.manual_seed_all = staticmethod(lambda seed: manual_seed(seed))

@@ -472,3 +472,51 @@ entry("lstm_cell_backward", vjp_of(lambda *a: _lstm_cell(*a)[1], wrt=(0, 2, 3, 4
       cat_inputs(_LSTM_CELL_IN, normal(2, 2)), order=1, rtol=1e-4, atol=1e-5)
 entry("lstm_cell_backward_backward", vjp_of(vjp_of(lambda *a: _lstm_cell(*a)[0], wrt=(4,)), wrt=(7,)),
       cat_inputs(_LSTM_CELL_IN, normal(2, 2), normal(8, 2)), order=0, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- issue 37: more elementwise ops, scans, stats
+entry("acosh", lambda x: dj.acosh(x), uniform(1.3, 3, *S), domain="(1.3, 3)")
+entry("sinc", lambda x: dj.sinc(x), away([0], 0.3, *S), domain="|x| > 0.3")
+entry("signbit", lambda x: dj.signbit(x), normal(*S), order=0)
+entry("logit", lambda x: dj.logit(x), uniform(0.2, 0.8, *S), domain="(0.2, 0.8)")
+entry("xlogy", lambda x, y: dj.xlogy(x, y), cat_inputs(normal(*S), uniform(0.3, 3, *S)), domain="y in (0.3, 3)")
+entry("copysign", lambda x, y: dj.copysign(x, y), cat_inputs(away([0], 0.2, *S), away([0], 0.2, *S)),
+      domain="|x|, |y| > 0.2")
+entry("fmax", lambda x, y: dj.fmax(x, y), cat_inputs(normal(*S), normal(*S)))
+entry("fmin", lambda x, y: dj.fmin(x, y), cat_inputs(normal(*S), normal(*S)))
+entry("cummax", lambda x: dj.cummax(x, 1).values, normal(*S))
+entry("cummin", lambda x: dj.cummin(x, 0).values, normal(*S))
+entry("logcumsumexp", lambda x: dj.logcumsumexp(x, 1), normal(*S), rtol=1e-5, atol=1e-6)
+entry("isclose", lambda x, y: dj.isclose(x, y, atol=0.5), cat_inputs(normal(*S), normal(*S)), order=0)
+entry("mode", lambda x: dj.mode(x, 1).values, normal(*S))   # (distinct values: the smallest of each row)
+_nuc = lambda x: dj.norm(x, p="nuc")  # noqa: E731
+entry("nuclear_norm", _nuc, normal(3, 2), rtol=1e-5, atol=1e-6)
+entry("nuclear_norm_grad", vjp_of(_nuc), cat_inputs(normal(3, 2), normal()), order=1, rtol=1e-5, atol=1e-6)
+entry("nuclear_norm_grad_backward", vjp_of(vjp_of(_nuc)), cat_inputs(normal(3, 2), normal(), normal(3, 2)),
+      order=0, rtol=1e-5, atol=1e-6)
+_ctc = lambda lp, tg: F.ctc_loss(lp.log_softmax(2), tg, [4, 3], [2, 1], reduction="none")  # noqa: E731
+_CTC_IN = cat_inputs(normal(4, 2, 3), const([[1, 2], [2, 0]]))
+entry("ctc_loss", _ctc, _CTC_IN, order=1, rtol=1e-5, atol=1e-6)
+entry("ctc_loss_backward", vjp_of(_ctc), cat_inputs(_CTC_IN, normal(2)), order=0, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- issue 37: torch.linalg factorizations (ops/decomp.py)
+def _well_conditioned(*shape):
+    """Random matrices plus 3 I (invertible, away from repeated singular values)."""
+    return lambda r: [r.standard_normal(shape) + 3 * np.eye(shape[-1])]
+
+
+entry("linalg_inv_ex", lambda a: dj.linalg.inv(a), _well_conditioned(2, 3, 3))
+entry("linalg_solve_ex", lambda a, b: dj.linalg.solve(a, b), cat_inputs(_well_conditioned(3, 3), normal(3, 2)))
+entry("linalg_solve_triangular", lambda a, b: dj.linalg.solve_triangular(a, b, upper=True),
+      cat_inputs(_well_conditioned(3, 3), normal(3, 2)))
+entry("linalg_cholesky_ex", lambda a: dj.linalg.cholesky(a @ a.mT), _well_conditioned(3, 3))
+entry("linalg_det", lambda a: dj.linalg.det(a), _well_conditioned(3, 3))
+entry("linalg_slogdet", lambda a: dj.linalg.slogdet(a).logabsdet, _well_conditioned(3, 3))
+entry("linalg_eigh", lambda a: dj.linalg.eigh(a + a.mT), normal(3, 3))
+entry("linalg_svd", lambda a: dj.linalg.svd(a, full_matrices=False), normal(4, 3))
+entry("linalg_qr", lambda a: dj.linalg.qr(a), normal(4, 3))
+entry("linalg_lu_factor_ex", lambda a: dj.linalg.lu_factor(a).LU, normal(4, 4))
+entry("lu_permutation", lambda a: dj.linalg.lu(a).P, normal(3, 3), order=0)
+entry("linalg_pinv", lambda a: dj.linalg.pinv(a), normal(3, 4))
+entry("linalg_matrix_exp", lambda a: dj.linalg.matrix_exp(a), lambda r: [0.5 * r.standard_normal((3, 3))], order=1)

@@ -1,5 +1,6 @@
 """dynajax.compile: compiled training steps equal eager ones (losses, params, grads, optimizer and RNG state)."""
 import copy
+import warnings
 
 import jax
 import numpy as np
@@ -801,7 +802,7 @@ def test_verify_checks_custom_function_backward_against_jax_vjp(fn_cls):
 
 def _vjp_ops(step, *args):
     """How many backward passes of one call of compiled ``step`` were recorded as one jax.vjp op."""
-    from dynajax._capture_backward import backward_grads as vjp_grads
+    from dynajax.compile.backward import backward_grads as vjp_grads
     seen = []
     orig = step._plan
 
@@ -1009,7 +1010,7 @@ def test_an_exception_after_a_speculative_dispatch_leaves_state_unchanged():
 
 
 def test_default_speculation_buys_the_twin_then_keeps_what_its_trial_measured(monkeypatch):
-    import dynajax._speculate as sp
+    from dynajax.compile import speculate as sp
     monkeypatch.setattr(sp, "TRIAL", 3)
     eager = _train(_mlp(), lambda ps: optim.Adam(ps, lr=0.01), F.cross_entropy, dj.tensor(Y), False, steps=16)
     model = _mlp()
@@ -1027,7 +1028,7 @@ def test_default_speculation_buys_the_twin_then_keeps_what_its_trial_measured(mo
 
 
 def test_a_step_that_donates_nothing_speculates_on_its_own_executable(monkeypatch):
-    import dynajax._speculate as sp
+    from dynajax.compile import speculate as sp
     monkeypatch.setattr(sp, "TRIAL", 2)
     eager = _train(_mlp(), lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), F.mse_loss,
                    dj.tensor(np.eye(3, dtype=np.float32)[Y]), False, steps=12)
@@ -1192,3 +1193,26 @@ def test_verify_accepts_what_eager_does(case):
         x = dj.tensor(X).to(dj.bfloat16) if case == "bfloat16" else dj.tensor(X)
         return [float(f(x, dj.tensor(Y))) for _ in range(3)]
     np.testing.assert_allclose(run(True), run(False), rtol=1e-2 if case == "bfloat16" else 1e-5)
+
+
+def test_a_step_drawing_from_a_generator_it_does_not_rekey_warns_nothing():
+    """A ``Generator`` whose key the step reads but does not replace is not donated (JAX warned that the
+    donated buffer was unusable); the draws still follow eager's."""
+    def run(compiled):
+        g = dj.Generator().manual_seed(0)
+        dj.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = dj.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (m(x) + dj.randn(4, 2, generator=g)).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        s = dj.compile(step) if compiled else step
+        return [float(s(dj.ones(4, 3))) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run(True)
+    np.testing.assert_allclose(got, run(False), rtol=1e-5)

@@ -1,5 +1,10 @@
-"""utils.data against torch.utils.data: option checks (errors as PyTorch's), sampler arguments, weights,
-fractions in random_split, default_convert of numpy scalars, shuffling with a generator."""
+"""utils.data against torch.utils.data: batches (with and without worker processes), collation, option
+checks (errors as PyTorch's), sampler arguments, weights, fractions in random_split, default_convert of
+numpy scalars, shuffling with a generator, and a worker's errors as PyTorch reports them."""
+import gc
+import multiprocessing
+from collections import namedtuple
+
 import numpy as np
 import pytest
 import torch
@@ -7,6 +12,11 @@ import torch.utils.data as TD
 
 import dynajax as dj
 import dynajax.utils.data as DD
+from dynajax.utils.data import (DataLoader, Dataset, IterableDataset, Subset, TensorDataset, default_collate,
+                                random_split)
+from dynajax.utils.data._worker import numpy_seed
+from helpers import assert_close
+from test_data import Numbers, unpicklable_batch
 
 
 def _errors_alike(fn):
@@ -22,16 +32,65 @@ def _dataset(lib, data):
     return data.TensorDataset(lib.arange(10.0), lib.arange(10))
 
 
-@pytest.mark.parametrize("kwargs", [dict(num_workers=-1), dict(timeout=-1), dict(prefetch_factor=2),
-                                    dict(persistent_workers=True)])
+@pytest.mark.parametrize("kwargs", [
+    dict(num_workers=-1), dict(timeout=-1), dict(prefetch_factor=2), dict(persistent_workers=True),
+    dict(num_workers=2, prefetch_factor=-1), dict(multiprocessing_context="spawn"),
+    dict(num_workers=2, multiprocessing_context="no-such-method"), dict(num_workers=2, multiprocessing_context=3)])
 def test_dataloader_rejects_worker_options_as_torch(kwargs):
     _errors_alike(lambda lib, data: data.DataLoader(_dataset(lib, data), batch_size=2, **kwargs))
 
 
-def test_dataloader_accepts_workers_and_pin_memory():
-    for kw in (dict(num_workers=2, prefetch_factor=2, persistent_workers=True), dict(pin_memory=True)):
-        got = [b[1].tolist() for b in DD.DataLoader(_dataset(dj, DD), batch_size=4, **kw)]
-        assert got == [b[1].tolist() for b in TD.DataLoader(_dataset(torch, TD), batch_size=4)]
+def _as_numpy(batch):
+    """A batch of either library as numpy arrays (with their dtypes) and plain values."""
+    if isinstance(batch, dict):
+        return {k: _as_numpy(v) for k, v in batch.items()}
+    if isinstance(batch, (dj.Tensor, torch.Tensor)):
+        return np.asarray(batch.numpy())
+    return batch
+
+
+def test_worker_batches_match_torch():
+    want = [_as_numpy(b) for b in TD.DataLoader(Numbers(11), batch_size=3)]
+    for kw in (dict(num_workers=2, prefetch_factor=1, persistent_workers=True, pin_memory=True),
+               dict(pin_memory=True)):
+        got = [_as_numpy(b) for b in DD.DataLoader(Numbers(11), batch_size=3, **kw)]
+        assert len(got) == len(want) == 4
+        for g, w in zip(got, want):
+            assert g["name"] == w["name"]
+            for k in ("x", "y"):
+                assert g[k].dtype == w[k].dtype
+                np.testing.assert_array_equal(g[k], w[k])
+
+
+def test_worker_numpy_seed_as_torch():
+    from torch.utils.data._utils.worker import _generate_state
+    for base, wid in [(0, 0), (12345, 1), (2**62 + 17, 3), (2**63 - 1, 7)]:
+        assert numpy_seed(base, wid) == _generate_state(base, wid)
+
+
+def _torch_worker_message(exc_fn, worker_id: int) -> str:
+    """PyTorch's text for an exception raised in its worker ``worker_id``."""
+    from torch._utils import ExceptionWrapper
+    try:
+        exc_fn()
+    except Exception:
+        wrapper = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
+    with pytest.raises(Exception) as e:
+        wrapper.reraise()
+    return str(e.value)
+
+
+def test_worker_error_as_torch():
+    with pytest.raises(ValueError) as e:
+        list(DD.DataLoader(Numbers(8, fail_at=5), batch_size=2, num_workers=2))
+    got = str(e.value)
+    want = _torch_worker_message(lambda: Numbers(8, fail_at=5)[5], 0)
+    # the same first line, but for the index dynajax adds, and the same original exception at the end
+    assert got.splitlines()[0] == want.splitlines()[0].replace(".", " (fetching dataset index 5).", 1)
+    assert got.splitlines()[1] == want.splitlines()[1] == "Original Traceback (most recent call last):"
+    assert got.rstrip().splitlines()[-1] == want.rstrip().splitlines()[-1] == "ValueError: bad sample 5"
+
+
 
 
 @pytest.mark.parametrize("make", [
@@ -102,3 +161,131 @@ def test_iterable_dataset_sampler_errors_as_torch():
         return Stream()
     _errors_alike(lambda lib, data: data.DataLoader(stream(data), sampler=[0, 1]))
     _errors_alike(lambda lib, data: data.DataLoader(stream(data), batch_sampler=[[0, 1]]))
+
+
+def test_tensor_dataset_loader_batches_in_order():
+    x, y = np.arange(20, dtype=np.float32).reshape(10, 2), np.arange(10)
+    ds = TensorDataset(dj.tensor(x), dj.tensor(y))
+    tds = torch.utils.data.TensorDataset(torch.tensor(x), torch.tensor(y))
+    assert len(ds) == 10
+    for drop_last in (False, True):
+        dl = DataLoader(ds, batch_size=4, drop_last=drop_last)
+        tl = torch.utils.data.DataLoader(tds, batch_size=4, drop_last=drop_last)
+        assert len(dl) == len(tl)
+        got, want = list(dl), list(tl)
+        assert len(got) == len(want)
+        for (a, b), (c, d) in zip(got, want):
+            assert_close(a, c)
+            assert_close(b, d)
+    with pytest.raises(AssertionError, match="Size mismatch"):
+        TensorDataset(dj.zeros(3), dj.zeros(4))
+
+
+def test_default_collate_matches_torch():
+    Point = namedtuple("Point", "x y")
+    samples = [
+        [(1, 2.0, True), (3, 4.0, False)],
+        [{"a": np.ones(2, np.float32), "b": 1}, {"a": np.zeros(2, np.float32), "b": 2}],
+        [Point(1.0, 2), Point(3.0, 4)],
+        [["s", 1], ["t", 2]],
+    ]
+    for batch in samples:
+        got = default_collate(batch)
+        want = torch.utils.data.default_collate(batch)
+        assert type(got) is type(want)
+        flat_g = got.values() if isinstance(got, dict) else got
+        flat_w = want.values() if isinstance(want, dict) else want
+        for g, w in zip(flat_g, flat_w):
+            if isinstance(w, torch.Tensor):
+                assert_close(g, w)
+            else:
+                assert g == w
+    with pytest.raises(RuntimeError, match="equal size"):
+        default_collate([[1, 2], [3]])
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(7))
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, i):
+        return {"x": dj.tensor([float(i)]), "y": i * i}
+
+
+def test_custom_datasets_collate_fn_and_iterable():
+    b = next(iter(DataLoader(Squares(), batch_size=3)))
+    assert b["x"].shape == (3, 1) and b["y"].tolist() == [0, 1, 4]
+    out = list(DataLoader(Squares(), batch_size=2, collate_fn=lambda s: len(s)))
+    assert out == [2, 2, 1]
+    assert [t.tolist() for t in DataLoader(Stream(), batch_size=3)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert len(list(DataLoader(Squares(), batch_size=None))) == 5
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        DataLoader(Squares(), sampler=[0, 1], shuffle=True)
+
+
+def test_random_split_and_subset():
+    ds = TensorDataset(dj.arange(10))
+    dj.manual_seed(0)
+    a, b = random_split(ds, [7, 3])
+    assert len(a) == 7 and len(b) == 3
+    idx = sorted(list(a.indices) + list(b.indices))
+    assert idx == list(range(10))
+    c, d, e = random_split(ds, [0.5, 0.3, 0.2])
+    assert (len(c), len(d), len(e)) == (5, 3, 2)
+    s = Subset(ds, [4, 2])
+    assert int(s[1][0]) == 2 and len(s) == 2
+    with pytest.raises(ValueError, match="Sum of input lengths"):
+        random_split(ds, [3, 3])
+    cat = ds + ds
+    assert len(cat) == 20 and int(cat[13][0]) == 3
+
+
+def test_weighted_random_sampler():
+    from dynajax.utils.data import WeightedRandomSampler
+    dj.manual_seed(0)
+    idx = list(WeightedRandomSampler([0.1, 0.0, 0.9], 3000))
+    counts = np.bincount(idx, minlength=3) / 3000
+    np.testing.assert_allclose(counts, [0.1, 0.0, 0.9], atol=0.03)
+    perm = list(WeightedRandomSampler(dj.tensor([1.0, 2.0, 3.0, 4.0]), 4, replacement=False))
+    assert sorted(perm) == [0, 1, 2, 3]
+    loader = DataLoader(TensorDataset(dj.arange(3)), batch_size=2, sampler=WeightedRandomSampler([0, 0, 1], 4))
+    assert [b[0].tolist() for b in loader] == [[2, 2], [2, 2]]
+    with pytest.raises(RuntimeError, match="without replacement"):
+        WeightedRandomSampler([1, 1], 3, replacement=False)
+
+
+def test_worker_error_names_worker_and_index_and_loading_goes_on():
+    it = iter(DataLoader(Numbers(8, fail_at=5), batch_size=2, num_workers=2))
+    assert next(it)["y"].tolist() == [0, 1] and next(it)["y"].tolist() == [2, 3]
+    with pytest.raises(ValueError) as e:
+        next(it)   # batch [4, 5]: worker 0
+    text = str(e.value)
+    assert text.startswith("Caught ValueError in DataLoader worker process 0 (fetching dataset index 5).\n"
+                           "Original Traceback (most recent call last):")
+    assert 'raise ValueError(f"bad sample {i}")' in text and text.rstrip().endswith("ValueError: bad sample 5")
+    assert next(it)["y"].tolist() == [6, 7]   # as in PyTorch, the next batches still come
+    with pytest.raises(StopIteration):
+        next(it)
+    # a KeyError's message prints as text; an exception that cannot be made from a message is a RuntimeError
+    with pytest.raises(KeyError) as e:
+        next(iter(DataLoader({"a": 1}, batch_size=1, num_workers=1, sampler=["b"])))
+    assert str(e.value).startswith("Caught KeyError in DataLoader worker process 0 (fetching dataset index b).")
+    # a batch that cannot be pickled back: the error, not a hang
+    with pytest.raises(Exception, match="Caught .* in DataLoader worker process 0") as e:
+        next(iter(DataLoader(Numbers(2), batch_size=2, num_workers=1, collate_fn=unpicklable_batch)))
+    assert "pickle" in str(e.value)
+
+
+def test_unpicklable_dataset_is_explained():
+    class Local(Numbers):
+        pass
+    gc.collect()   # iterators kept in reference cycles by earlier tests' exceptions
+    with pytest.raises(Exception) as e:
+        iter(DataLoader(Local(), num_workers=1))
+    assert any("define them at module level" in n for n in getattr(e.value, "__notes__", []))
+    assert multiprocessing.active_children() == []

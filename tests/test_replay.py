@@ -11,7 +11,7 @@ import pytest
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
-from dynajax import _replay
+from dynajax.compile import replay as _replay
 
 
 def _data(n, batch=8, width=12, classes=4, seed=0):

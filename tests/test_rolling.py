@@ -250,7 +250,7 @@ def test_bucket_sizes_follow_the_ski_rental_rule():
     """A call whose own sizes never ran runs at the smallest larger sizes that did, until the time it lost
     there (time between calls x the fraction of padded work) reaches the mean compile time; then its own
     sizes compile. Dims of equal true size pad alike; other dims independently."""
-    from dynajax import _bucketing
+    from dynajax.compile import bucketing as _bucketing
 
     s = _bucketing.Sizes()
     a, b = ("x", 0), ("y", 1)
@@ -362,8 +362,8 @@ def _step_keys(compiled, *args) -> tuple:
 
 
 def test_a_loops_backward_is_recorded_by_the_tape_once_then_replayed(monkeypatch):
-    import dynajax._capture as capture
-    import dynajax._capture_backward as cb
+    from dynajax.compile import capture as capture
+    from dynajax.compile import backward as cb
     from dynajax.autograd import engine
     dj.manual_seed(0)
     cell, head = _HandWrittenGRUCell(3, 5), nn.Linear(5, 2)

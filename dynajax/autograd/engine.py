@@ -6,17 +6,17 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
+import jax.numpy as jnp
+
+from .._dtype import from_np
+from .._tensor import Tensor, upcall
+from ..ops.creation import fill_like, zeros, zeros_like
+from ..ops.join import stack
+from ..ops.reduce import sum_to_shape
 from . import grad_mode
 from .graph import FREED_MSG, Node
 
 _anomaly = {"enabled": False}
-
-
-def _tensor_cls():
-    from .._tensor import Tensor
-    global _tensor_cls
-    _tensor_cls = lambda: Tensor  # noqa: E731  (resolved once; avoids an import cycle at load time)
-    return Tensor
 
 
 def accumulate_grad(t, g, create_graph: bool) -> None:
@@ -38,12 +38,13 @@ def accumulate_grad(t, g, create_graph: bool) -> None:
             hook(t)
 
 
+@upcall
 def own_value(g):
     """A new tensor outside the graph holding ``g``'s value (arrays are immutable: no copy), which an in-place
     write rebinds without reaching ``g`` or anything sharing its value."""
     if g._base is not None:
         g._sync()
-    return _tensor_cls()._make(g._value)
+    return Tensor._make(g._value)
 
 
 def reset_grad(p, set_to_none: bool) -> None:
@@ -76,14 +77,16 @@ def _as_tuple(x) -> tuple:
 
 
 def _root_grads(outputs, grad_outputs, create_graph) -> list:
-    from ..ops.creation import fill_like
-    T = _tensor_cls()
+    T = Tensor
     grads = []
     for i, out in enumerate(outputs):
         g = grad_outputs[i] if i < len(grad_outputs) else None
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if out._value.dtype.kind == "c":
+                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
+                                   f"torch.{out.dtype.name}")
             g = fill_like(out, 1)   # (an op without a rule: no graph edge to ``out``)
         else:
             if not isinstance(g, T):   # PyTorch's check (a number is not taken as a scalar gradient)
@@ -139,7 +142,6 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
     ``targets`` maps ``(id(fn), idx)`` keys to captured grads (``autograd.grad``);
     when None, gradients are accumulated into leaves' ``.grad``.
     """
-    from ..ops.reduce import sum_to_shape
     roots = []
     for out in outputs:
         if out._base is not None:
@@ -191,7 +193,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
                 if g._value.shape != shape:
                     g = sum_to_shape(g, shape)
                 if g._value.dtype != dt:
-                    from .._dtype import from_np
+                    if g._value.dtype.kind == "c" and dt.kind != "c":   # a real input of a complex result: its
+                        g = g.real                                      # gradient is the real part (PyTorch's)
                     g = g.to(from_np(dt))
                 if _anomaly["enabled"]:
                     _check_nan(node, g, i)
@@ -239,8 +242,7 @@ def _hooked(hook, g):
 
 
 def _call_rule(node: Node, gs: list, retain_graph: bool) -> tuple:
-    from ..ops.creation import zeros
-    T = _tensor_cls()
+    T = Tensor
     if node.freed:
         raise RuntimeError(FREED_MSG)
     inputs = []
@@ -304,12 +306,10 @@ def free_node(node: Node) -> None:
 
 
 def _np_to_dj(d):
-    from .._dtype import from_np
     return from_np(d)
 
 
 def _check_nan(node: Node, g, i: int = 0) -> None:
-    import jax.numpy as jnp
     if bool(jnp.isnan(g._value).any()):
         raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
@@ -332,6 +332,7 @@ def _outside_autocast(fn):
 
 
 @_outside_autocast
+@upcall
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
     """Compute and accumulate gradients of ``tensors`` into the leaves' ``.grad``.
 
@@ -364,7 +365,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> (gx,) = dynajax.autograd.grad((x ** 3).sum(), x, create_graph=True)
     """
     if is_grads_batched:   # one backward per row of the grad_outputs' leading dim, stacked (a loop, not vmap)
-        from ..ops.join import stack
         outs, gos = _as_tuple(outputs), _as_tuple(grad_outputs)
         n = next(g.shape[0] for g in gos if g is not None)
         rows = [grad(outs, inputs, [g[b] if g is not None else None for g in gos],
@@ -395,7 +395,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         g = targets[k]
         if g is None:
             if materialize_grads:
-                from ..ops.creation import zeros_like
                 g = zeros_like(t)
             elif not allow_unused:
                 raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "

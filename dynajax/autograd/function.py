@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 
+from .._tensor import Tensor, _make
 from . import grad_mode
 from .graph import Node
 
@@ -32,7 +33,6 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
-        from .._tensor import Tensor
         for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
@@ -96,7 +96,6 @@ class _FunctionOp:
         if len(res) < len(inputs) or any(r is not None for r in res[len(inputs):]):   # (extra Nones: allowed)
             raise RuntimeError(f"function {name}Backward returned an incorrect number of gradients "
                                f"(expected {len(inputs)}, got {len(res)})")
-        from .._tensor import Tensor
         for i, (r, a) in enumerate(zip(res, inputs)):   # a gradient the input broadcasts to is summed back
             meta = ctx._in_meta[i]
             if r is not None and not isinstance(r, Tensor):
@@ -132,7 +131,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from .._tensor import Tensor, _make
         ctx = FunctionCtx()
         ctx._cls = cls
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)

@@ -32,6 +32,8 @@ from .modules.layers import BatchNorm1d as BatchNorm1d
 from .modules.layers import BatchNorm2d as BatchNorm2d
 from .modules.layers import BatchNorm3d as BatchNorm3d
 from .modules.layers import LayerNorm as LayerNorm
+from .modules.layers import RMSNorm as RMSNorm
+from .modules.layers import EmbeddingBag as EmbeddingBag
 from .modules.layers import GroupNorm as GroupNorm
 from .modules.layers import Dropout as Dropout
 from .modules.layers import Dropout1d as Dropout1d
@@ -108,6 +110,8 @@ from .modules.loss import PoissonNLLLoss as PoissonNLLLoss
 from .modules.loss import SoftMarginLoss as SoftMarginLoss
 from .modules.loss import MultiLabelSoftMarginLoss as MultiLabelSoftMarginLoss
 from .modules.loss import HingeEmbeddingLoss as HingeEmbeddingLoss
+from .modules.loss import MultiMarginLoss as MultiMarginLoss
+from .modules.loss import CTCLoss as CTCLoss
 from .modules.padding import ZeroPad1d as ZeroPad1d
 from .modules.padding import ZeroPad2d as ZeroPad2d
 from .modules.padding import ZeroPad3d as ZeroPad3d
@@ -133,3 +137,5 @@ from .modules.activation import Softmax2d as Softmax2d
 from .modules.layers import MaxUnpool1d as MaxUnpool1d
 from .modules.layers import MaxUnpool2d as MaxUnpool2d
 from . import utils as utils
+from . import parallel as parallel
+from .parallel import DataParallel as DataParallel

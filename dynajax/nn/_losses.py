@@ -8,16 +8,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
-from ..amp import cast_inputs
-from .._capture import aval_of, is_recorded
+from ..ops.autocast import cast_inputs
+from ..ops.dispatch import aval_of, is_recorded
 from .._tensor import Tensor
+from ..autograd import grad_mode
 from ..ops import elementwise as _ew
+from ..ops.index import _raise, check_bounds
 from ..ops.registry import apply, op
 from ._ops import nll_index
 from .functional import (_no_grad_clamp_min, _size_repr, log_softmax, logsigmoid, one_hot, pairwise_distance,
                          softplus)
 
-__all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "hinge_embedding_loss"]
+__all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "hinge_embedding_loss", "multi_margin_loss"]
 
 
 # ---------------------------------------------------------------- losses
@@ -379,3 +381,45 @@ def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, 
     """``input`` for target 1, ``max(0, margin - input)`` for target -1."""
     loss = _ew.where(target != 1, (margin - input).clamp(min=0.0), 0.0) + _ew.where(target != -1, input, 0.0)
     return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
+                      reduce=None, reduction: str = "mean") -> Tensor:
+    """The multi-class hinge loss: per sample, the mean over the other classes ``i`` of
+    ``max(0, margin - x[y] + x[i]) ** p``, scaled by ``weight[y]`` (``p``: 1 or 2)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    _check_reduction(reduction)
+    if input.dim() > 2 or input.numel() == 0 and input.dim() != 2:
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    if not input.is_floating_point():
+        raise NotImplementedError(f"\"multi_margin_loss_cpu_kernel\" not implemented for '{input.dtype.legacy_name}'")
+    x = input.reshape(1, -1) if input.dim() < 2 else input
+    n, c = x.shape
+    if target.dtype != _dtype.int64:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.legacy_name}")
+    if target.numel() != n or target.dim() > 1:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{n}], but got {list(target.shape)}. Input "
+                           f"has shape {list(input.shape)}.")
+    if weight is not None and (weight.dim() != 1 or weight.shape[0] != c):
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    if weight is not None and weight.requires_grad and grad_mode.state.enabled:
+        raise RuntimeError("The function 'multi_margin_loss' is not differentiable with respect to argument 'weight'. "
+                           "This input cannot have requires_grad True.")
+    y = target.reshape(n, 1)
+    check_bounds([y], [c], _raise(RuntimeError, "target out of range"), negative=False)
+    picked = x.gather(1, y)                                              # (n, 1)
+    hinge = (margin - picked + x).clamp(min=0.0)
+    if p == 2:
+        hinge = hinge * hinge
+    if weight is not None:
+        hinge = hinge * weight.gather(0, target.reshape(n)).reshape(n, 1)
+    # the target's own class takes no part: its term would be max(0, margin) ** p
+    others = _ew.where(one_hot(target.reshape(n), c) == 1, 0.0, hinge)
+    loss = others.sum(1) / c
+    if input.dim() < 2 and reduction == "none":
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from .._capture import Sym, recorded_args, value_aval
+from ..ops.dispatch import Sym, recorded_args, value_aval
 from .._tensor import _make
 from ..ops import registry
 from ..ops.registry import apply, op
@@ -709,14 +709,33 @@ def max_pool_indices(x, *, kernel, stride, padding, dilation, ceil_mode):
     return flat
 
 
-@op("max_unpool")
-def _max_unpool(x, idx, *, plane):
+def _unpool_into(x, idx, plane, add: bool):
+    """``x`` written (``add``: added) at the flat positions ``idx`` of zero planes of shape ``plane``."""
     lead = x.shape[:x.ndim - len(plane)]
     flat = jnp.zeros(lead + (int(np.prod(plane)),), x.dtype)
     xs, ids = x.reshape(lead + (-1,)), idx.reshape(lead + (-1,))
-    flat = jax.vmap(lambda f, i, v: f.at[i].set(v))(flat.reshape(-1, flat.shape[-1]), ids.reshape(-1, ids.shape[-1]),
-                                                   xs.reshape(-1, xs.shape[-1]))
+    flat = jax.vmap(lambda f, i, v: f.at[i].add(v) if add else f.at[i].set(v))(
+        flat.reshape(-1, flat.shape[-1]), ids.reshape(-1, ids.shape[-1]), xs.reshape(-1, xs.shape[-1]))
     return flat.reshape(lead + tuple(plane))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _unpool_set(x, idx, plane):
+    return _unpool_into(x, idx, plane, False)
+
+
+@_unpool_set.defjvp
+def _unpool_set_jvp(plane, primals, tangents):
+    # the tangent is scattered with add, so JAX's transpose (the VJP) is a gather: every element sharing a
+    # position gets that position's gradient, as the rule and PyTorch give (a set's own transpose would give
+    # it only to the element whose write won)
+    x, idx = primals
+    return _unpool_into(x, idx, plane, False), _unpool_into(tangents[0], idx, plane, True)
+
+
+@op("max_unpool")
+def _max_unpool(x, idx, *, plane):
+    return _unpool_set(x, idx, tuple(plane))
 
 
 @op("max_unpool_backward")
@@ -905,7 +924,7 @@ def _unfold_impl(x, *, kernel, dilation, padding, stride):
     p = jax.lax.conv_general_dilated_patches(x, kernel, stride, [(q, q) for q in padding], rhs_dilation=dilation,
                                              dimension_numbers=("NCHW", "OIHW", "NCHW"),
                                              precision=jax.lax.Precision.HIGHEST)
-    return p.reshape(p.shape[0], p.shape[1], -1)
+    return p.reshape(p.shape[0], p.shape[1], math.prod(p.shape[2:]))   # (not -1: a batch of 0 has no size to infer)
 
 
 unfold_op = linearized("im2col", _unfold_impl)

@@ -3,12 +3,13 @@ convolution, pooling, normalization, dropout, attention ...), as ``torch.nn.func
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from .. import _dtype, random
-from ..amp import cast_inputs
-from .._capture import is_recorded, value_aval
+from ..ops.autocast import cast_inputs
+from ..ops.dispatch import is_recorded, value_aval
 from .._tensor import Tensor, _make, _wrap_dim, method
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
@@ -34,6 +35,7 @@ __all__ = [
     "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss",
     "multilabel_soft_margin_loss", "hinge_embedding_loss", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "unfold", "fold", "pixel_unshuffle", "max_unpool1d", "max_unpool2d", "gumbel_softmax", "softshrink", "hardshrink",
+    "rms_norm", "embedding_bag", "pdist", "grid_sample", "affine_grid", "ctc_loss", "multi_margin_loss",
 ]
 
 
@@ -52,6 +54,9 @@ def _tuple(v, n: int, name: str = "") -> tuple:
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``."""
     (xs, xd), (ws, wd) = value_aval(input._value), value_aval(weight._value)
+    if not xs or not ws:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are {len(xs)}D and "
+                           f"{len(ws)}D")
     if xd != wd:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_c_name(input.dtype)} != "
                            f"{_c_name(weight.dtype)}")
@@ -197,9 +202,20 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, gro
         raise RuntimeError(f"Given input size per channel: {list(input.shape[2:])}, kernel size "
                            f"{list(k)}, stride {list(stride)}, padding {list(padding)} and dilation "
                            f"{list(dilation)}, the calculated output size {list(out_sp)} is too small")
-    in_shape = (input.shape[0], weight.shape[1] * groups) + out_sp
+    # the result is the input gradient of a convolution of an ``out_sp`` input padded (p, p - output_padding).
+    # Below the stride, (p, p) gives the same (the convolution's floor division drops the extra positions), so
+    # only an output padding of a stride or more (allowed below the dilation) takes the narrower right padding;
+    # where that would be negative, the positions past it are ones no input reaches: zeros appended
+    pads, extra = [], []
+    for p, op_, s_ in zip(padding, output_padding, stride):
+        right = p if op_ < s_ else p - op_
+        pads.append((p, max(right, 0)))
+        extra.append(max(-right, 0))
+    in_shape = (input.shape[0], weight.shape[1] * groups) + tuple(n - e for n, e in zip(out_sp, extra))
     out = apply(_ops.conv_input_grad, input, weight, in_shape=in_shape, stride=stride,
-                padding=tuple((p, p) for p in padding), dilation=dilation, groups=int(groups))
+                padding=tuple(pads), dilation=dilation, groups=int(groups))
+    if any(extra):
+        out = pad(out, tuple(x for e in reversed(extra) for x in (0, e)))
     if bias is not None:
         out = out + bias.reshape(-1, *([1] * nd))
     return out.squeeze(0) if unbatched else out
@@ -622,24 +638,6 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
     return _ops.embedding_op(weight, input, padding_idx, bool(scale_grad_by_freq))
 
 
-def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
-    """Scale the rows of ``weight`` that ``input`` selects down to norm ``max_norm`` where it is
-    exceeded, in place. The row norms are computed over every row and the unselected ones multiplied by
-    1, so the shapes do not depend on the index values (one executable under ``dynajax.compile``); the
-    factor ``max_norm / (norm + 1e-7)`` is computed in float64 as PyTorch's renorm does."""
-    if weight.dim() != 2:
-        raise RuntimeError(f"Expected 2-dimensional tensor, but got {weight.dim()}-dimensional tensor for argument "
-                           "#1 'self' (while checking arguments for embedding_renorm_)")
-    with grad_mode.no_grad():
-        w = weight.detach()
-        counts = apply(_ops._embedding_backward, w.new_ones(tuple(input.shape)), input, num=int(w.shape[0]),
-                       padding_idx=None)
-        norms = w.norm(norm_type, dim=1).to(_dtype.float64)
-        shrink = (counts > 0) & (norms > max_norm)
-        scale = _ew.where(shrink, max_norm / (norms + 1e-7), 1.0).to(w.dtype)
-        weight.mul_(scale.unsqueeze(1))
-
-
 # ---------------------------------------------------------------- activations
 tanh = _ew.tanh
 sigmoid = _ew.sigmoid
@@ -853,7 +851,7 @@ def softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
     if dtype is not None:
         input = input.to(dtype)
     dim = _softmax_dim(input.dim()) if dim is None else dim
-    return _ops.softmax_op(input, _wrap(dim, input.dim()))
+    return _softmax_along(input, dim, False)
 
 
 def log_softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
@@ -861,7 +859,21 @@ def log_softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
     if dtype is not None:
         input = input.to(dtype)
     dim = _softmax_dim(input.dim()) if dim is None else dim
-    return _ops.softmax_op(input, _wrap(dim, input.dim()), log=True)
+    return _softmax_along(input, dim, True)
+
+
+def _softmax_along(input: Tensor, dim: int, log: bool) -> Tensor:
+    """(log-)softmax along ``dim``, checked as PyTorch's: its NotImplementedError for an integer or bool input
+    (no ``dtype=`` given), IndexError for a dim out of range; a 0-d input is one element along dim 0 or -1."""
+    n = input.dim()
+    d = _wrap_dim(dim, n)
+    if not input.is_floating_point():
+        kernel = ("log_" if log else "") + ("softmax_lastdim_kernel_impl" if d == max(n, 1) - 1
+                                            else "softmax_kernel_impl")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{input.dtype.legacy_name}'")
+    if n == 0:
+        return _ops.softmax_op(input.reshape(1), 0, log=log).reshape(())
+    return _ops.softmax_op(input, d, log=log)
 
 
 @method("softmax")
@@ -921,8 +933,26 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
-    """Zero whole channels of (N, C, H, W) input."""
-    return _channel_dropout(input, p, training, inplace, 4)
+    """Zero whole channels of (N, C, H, W) input. As PyTorch 2.13, any input is taken as (N, C, ...) with
+    dims 0 and 1 masked together (a 3-D one as (N, C, L), a 2-D one as (N, C): single elements), warning
+    where it is not 4-D."""
+    _check_p(p)
+    nd = input.dim()
+    if nd not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {nd}-D input to dropout2d, which is deprecated and will result in an "
+                      "error in a future release. To retain the behavior and silence this warning, please use "
+                      "dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 "
+                      "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D "
+                      "inputs).", stacklevel=2)
+    if nd == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
+                      "This behavior will change in a future release to interpret the input as one without a batch "
+                      "dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please "
+                      "switch to using dropout1d instead.", stacklevel=2)
+    if nd < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return _channel_dropout(input, p, training, inplace, nd)   # (its batched rank: dims 0 and 1 always masked)
 
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -1014,7 +1044,7 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
     if n <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                          f"{_size_repr(input.shape)}")
-    from .._bucketing import sequence_mask
+    from ..compile.bucketing import sequence_mask
     mask = sequence_mask(input.shape[0])   # a batch padded by compile(dynamic=...): count only real rows
     if mask is not None:
         return _masked_batch_norm(input, running_mean, running_var, weight, bias, momentum, eps, mask)
@@ -1130,7 +1160,8 @@ def _vnorm(x: Tensor, p: float, dim, keepdim: bool) -> Tensor:
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
-    return input / _vnorm(input, p, dim, True).clamp(min=eps).expand_as(input)
+    # (``vector_norm``, as PyTorch: it takes p = 0, the count of nonzeros, and its gradient at 0 is 0)
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps).expand_as(input)
 
 
 def _no_grad_clamp_min(x: Tensor, lo: float) -> Tensor:
@@ -1215,3 +1246,10 @@ from ._losses import poisson_nll_loss as poisson_nll_loss  # noqa: E402
 from ._losses import soft_margin_loss as soft_margin_loss  # noqa: E402
 from ._losses import multilabel_soft_margin_loss as multilabel_soft_margin_loss  # noqa: E402
 from ._losses import hinge_embedding_loss as hinge_embedding_loss  # noqa: E402
+from ._losses import multi_margin_loss as multi_margin_loss  # noqa: E402
+from ._norms import rms_norm as rms_norm  # noqa: E402
+from ._bag import _embedding_renorm_, embedding_bag as embedding_bag  # noqa: E402
+from ..ops.distance import pdist as pdist  # noqa: E402
+from ._sampling import affine_grid as affine_grid  # noqa: E402
+from ._sampling import grid_sample as grid_sample  # noqa: E402
+from ._ctc import ctc_loss as ctc_loss  # noqa: E402

@@ -1,2 +1,3 @@
-"""The op registry and every op module (importing this registers all ops)."""
-from . import convert, creation, elementwise, index, join, linalg, reduce, registry, shape, sort, views  # noqa: F401,E501
+"""The op registry (``registry``), the dispatch mode ops ask about recordings (``dispatch``), autocast, and the
+op families. Importing this package loads none of them: ``dynajax/__init__`` imports every family, which
+registers its ops."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._capture import Sym
+from .dispatch import Sym
 from .._device import device as Device, put
 from .._tensor import Tensor, _make, method
 from .registry import apply, op
@@ -60,8 +60,24 @@ def _parse_to(args, kwargs):
 @method()
 def to(self: Tensor, *args, non_blocking: bool = False, copy: bool = False, memory_format=None,
        **kwargs) -> Tensor:
-    """Convert dtype and/or device: ``x.to(dynajax.float64)``, ``x.to("cuda")``, ``x.to(other)``."""
+    """Convert dtype and/or device: ``x.to(dynajax.float64)``, ``x.to("cuda")``, ``x.to(other)``; PyTorch's
+    positional forms ``to(device, dtype, non_blocking, copy)``, ``to(dtype, non_blocking, copy)`` and
+    ``to(tensor, non_blocking, copy)`` too."""
+    n = len(args)
+    while n and isinstance(args[n - 1], bool):   # the trailing flags: non_blocking, then copy
+        n -= 1
+    flags, args = args[n:], args[:n]
+    if flags:
+        if len(flags) > 2 or not args or len(args) > 2:
+            raise TypeError(f"to() takes from 0 to 4 positional arguments but {len(args) + len(flags)} were given")
+        if len(flags) == 2:
+            if "copy" in kwargs or copy:
+                raise TypeError("to() got multiple values for argument 'copy'")
+            copy = flags[1]
     dtype, dev = _parse_to(args, kwargs)
+    if flags and dtype is None:   # (a device alone takes no flags: they follow a dtype or a tensor)
+        raise TypeError("to() received an invalid combination of arguments: a device may be followed by a dtype, "
+                        "then non_blocking and copy")
     r = self
     if dtype is not None:
         r = cast(r, _dtype.to_np(dtype))

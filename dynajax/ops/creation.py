@@ -11,10 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype, random
+from .. import _dtype, _sizes, random
 from .._device import default_jax_device, host_made, names, put
-from .._capture import Sym, current
-from .._tensor import Tensor, _make, method
+from .._lru import lru_get
+from .dispatch import Sym, current
+from .._tensor import Tensor, _make, method, upcall
 from . import registry
 from .registry import apply, op
 
@@ -23,16 +24,13 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty"
            "empty_like", "rand_like", "randn_like", "full_like", "randint_like"]
 
 
-def _size(size) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    out = []
-    for s in size:
-        s = int(s)
-        if s < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
-        out.append(s)
-    return tuple(out)
+def _size(size, name: str, dtype=None, device=None) -> tuple:
+    """The shape of a new tensor made by op ``name`` from ``(2, 3)`` or ``((2, 3),)``, checked by ``_sizes``:
+    integers, none negative, and (given its numpy ``dtype``) a storage that can be made on ``device``."""
+    shape = _sizes.new_shape(size, name)
+    if dtype is not None:
+        _sizes.check_new(shape, dtype, device)
+    return shape
 
 
 def _finish(value, device, requires_grad) -> Tensor:
@@ -56,7 +54,7 @@ def _infer_np(data) -> np.dtype:
     stack = [data]
     while stack:
         x = stack.pop()
-        if isinstance(x, (list, tuple)):
+        if isinstance(x, (list, tuple, collections.deque)):
             stack.extend(x)
         elif isinstance(x, Tensor):
             kinds.add(x._value.dtype.kind if x._value.dtype.kind != "V" else "f")
@@ -84,11 +82,12 @@ def _infer_np(data) -> np.dtype:
 def _to_numpy(data):
     if isinstance(data, Tensor):
         return np.asarray(data.detach()._value)
-    if isinstance(data, (list, tuple)):
+    if isinstance(data, (list, tuple, collections.deque)):
         return [_to_numpy(x) for x in data]
     return data
 
 
+@upcall
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays, tensors).
 
@@ -137,9 +136,8 @@ _KEPT: collections.OrderedDict = collections.OrderedDict()   # (dtype, shape, by
 def _kept_array(host: np.ndarray):
     """The array of small data ``host`` a step makes a tensor of (``tensor(0.0)``, ``tensor([w1, w2])``) while
     ``dynajax.compile`` records: the same array for the same data on every call, so a speculative run
-    finds this call's input again (``_speculate``: by identity, through the tensor's ``_remake``) and no
+    finds this call's input again (``compile.speculate``: by identity, through the tensor's ``_remake``) and no
     copy is made per call. It is never donated: the cache holds it (``compile._unshare``)."""
-    from ..compile import lru_get   # (compile imports this module)
     key = (host.dtype.str, host.shape, host.tobytes())
     return lru_get(_KEPT, key, 256, lambda: jax.device_put(host))
 
@@ -171,7 +169,7 @@ def _recorded_here(device, requires_grad: bool) -> bool:
     ``dynajax.compile``, with no ``device`` or the step's own (:func:`_on_step_device`). It is then made
     inside the executable instead of eagerly and passed in as a new input array each call, which costs an
     eager op there (``zeros(b, h, device=x.device)``, an RNN's first state: 110 us a call, 4 us recorded)
-    and keeps every speculative run (``_speculate``) from finding the call's inputs again."""
+    and keeps every speculative run (``compile.speculate``) from finding the call's inputs again."""
     return registry.record_creation and not requires_grad and _on_step_device(device)
 
 
@@ -187,6 +185,7 @@ def _on_step_device(device) -> bool:
 
 def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Tensor:
     """A new tensor of ``shape`` filled with ``value``: the op ``full`` where :func:`_recorded_here`."""
+    _sizes.check_new(shape, d, device)
     value = _dtype.checked_scalar(value, d)
     if _recorded_here(device, requires_grad):
         return apply(_full, shape=shape, value=value, dtype=d)
@@ -224,22 +223,32 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     d = _infer_np(fill_value) if dtype is None else _dtype.to_np(dtype)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return _filled(_size((size,) if isinstance(size, int) else (tuple(size),)), fill_value, d, device,
-                   requires_grad)
+    return _filled(_size((tuple(size),) if isinstance(size, (tuple, list)) else (size,), "full"), fill_value, d,
+                   device, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
-    return _filled(_size(size), 0, _np_or_default(dtype), device, requires_grad)
+def _dims(dims: tuple, size, name: str) -> tuple:
+    """The size of ``zeros(2, 3)`` / ``zeros((2, 3))`` / ``zeros(size=(2, 3))``, checked (``_size``)."""
+    if size is None:
+        return _size(dims, name)
+    if dims:
+        raise TypeError(f"{name}() received an invalid combination of arguments - got the size both "
+                        f"positionally {dims} and as size={size}")
+    return _size((size,), name)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
-    return _filled(_size(size), 1, _np_or_default(dtype), device, requires_grad)
+def zeros(*dims, size=None, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
+    return _filled(_dims(dims, size, "zeros"), 0, _np_or_default(dtype), device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None,
+def ones(*dims, size=None, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None) -> Tensor:
+    return _filled(_dims(dims, size, "ones"), 1, _np_or_default(dtype), device, requires_grad)
+
+
+def empty(*dims, size=None, dtype=None, device=None, requires_grad: bool = False, out=None, layout=None,
           memory_format=None, pin_memory=False) -> Tensor:
     """Like ``zeros`` (JAX has no uninitialised memory)."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(*_dims(dims, size, "empty"), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 @op("eye")
@@ -248,7 +257,12 @@ def _eye(*, n, m, dtype):
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _made(_eye, device, requires_grad, n=int(n), m=int(n if m is None else m), dtype=_np_or_default(dtype))
+    (n, m), d = _sizes.parse((n, n if m is None else m), "eye", "n"), _np_or_default(dtype)
+    for name, v in (("n", n), ("m", m)):
+        if v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
+    _sizes.check_new((n, m), d, device)
+    return _made(_eye, device, requires_grad, n=n, m=m, dtype=d)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -261,7 +275,13 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     if (vals[1] - vals[0]) / vals[2] < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     d = _infer_np(vals) if dtype is None else _dtype.to_np(dtype)
-    n = builtins.max(int(np.ceil((vals[1] - vals[0]) / vals[2])), 0)
+    if not all(math.isfinite(v) for v in vals[:2]):
+        raise RuntimeError(f"unsupported range: {vals[0]:g} -> {vals[1]:g}")
+    count = np.ceil((vals[1] - vals[0]) / vals[2])
+    if count > _sizes.INT64_MAX:
+        raise RuntimeError("invalid size, possible overflow?")
+    n = builtins.max(int(count), 0)
+    _sizes.check_new((n,), d, device)
     params = dict(start=vals[0], step=vals[2], n=n, dtype=d)
     if n > ARANGE_RECORDED:
         return _finish(_arange.impl(**params), device, requires_grad)
@@ -286,15 +306,26 @@ def _linspace(*, start, end, steps, dtype, base=None):
     return jnp.logspace(start, end, steps, base=base, dtype=dtype)
 
 
+def _steps(steps, dtype, device, name: str) -> int:
+    """``linspace``/``logspace``'s number of points, checked as a new tensor's size."""
+    (n,) = _sizes.parse((steps,), name, "steps")
+    if n < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    _sizes.check_new((n,), dtype, device)
+    return n
+
+
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _made(_linspace, device, requires_grad, start=float(start), end=float(end), steps=int(steps),
-                 dtype=_np_or_default(dtype))
+    d = _np_or_default(dtype)
+    return _made(_linspace, device, requires_grad, start=float(start), end=float(end),
+                 steps=_steps(steps, d, device, "linspace"), dtype=d)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
-    return _made(_linspace, device, requires_grad, start=float(start), end=float(end), steps=int(steps),
-                 dtype=_np_or_default(dtype), base=float(base))
+    d = _np_or_default(dtype)
+    return _made(_linspace, device, requires_grad, start=float(start), end=float(end),
+                 steps=_steps(steps, d, device, "logspace"), dtype=d, base=float(base))
 
 
 # ---------------------------------------------------------------- random
@@ -308,13 +339,15 @@ def _float_np_checked(dtype, fn: str) -> np.dtype:
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples on [0, 1) from the seeded stream (see ``manual_seed``)."""
     d = _float_np_checked(dtype, "check_uniform_bounds")
-    return _finish(random.sample("uniform", _size(size), d, generator=generator), device, requires_grad)
+    return _finish(random.sample("uniform", _size(size, "rand", d, device), d, generator=generator), device,
+                   requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples from the seeded stream."""
     d = _float_np_checked(dtype, "normal_kernel_cpu")
-    return _finish(random.sample("normal", _size(size), d, generator=generator), device, requires_grad)
+    return _finish(random.sample("normal", _size(size, "randn", d, device), d, generator=generator), device,
+                   requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
@@ -322,11 +355,14 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     """Integers uniform on [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
     if size is None:
         low, high, size = 0, low, high
+    elif high is None:   # randint(high, size=...)
+        low, high = 0, low
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     d = np.dtype(np.int64) if dtype is None else _dtype.to_np(dtype)
     drawn = d if d.kind in "iu" else np.dtype(np.int64)   # (a float or bool dtype: integers, converted)
-    t = _finish(random.sample("randint", _size((tuple(size),)), drawn, low, high, generator), device, False)
+    shape = _size((tuple(size),) if isinstance(size, (tuple, list)) else (size,), "randint", d, device)
+    t = _finish(random.sample("randint", shape, drawn, low, high, generator), device, False)
     if drawn != d:
         t = t.to(_dtype.from_np(d))
     return t.requires_grad_(True) if requires_grad else t
@@ -334,7 +370,8 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     d = np.dtype(np.int64) if dtype is None else _dtype.to_np(dtype)
-    return _finish(random.sample("permutation", (int(n),), d, generator=generator), device, requires_grad)
+    shape = _size((n,), "randperm", d, device)
+    return _finish(random.sample("permutation", shape, d, generator=generator), device, requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None) -> Tensor:
@@ -368,6 +405,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and n > v.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    _sizes.check_new(tuple(v.shape[:-1]) + (n,), np.int64)
     if type(v) is not Sym and v.size:
         if input._base is not None:
             input._sync()
@@ -521,7 +559,9 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     ``src``, none to the overwritten value."""
     from .elementwise import broadcast_error
     from .views import write
+    if isinstance(src, numbers.Number):   # (PyTorch takes a Python number too: a fill, cast to this dtype)
+        src = tensor(src)
     if not isinstance(src, Tensor):
-        raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not {type(src).__name__}")
+        raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {type(src).__name__}")
     broadcast_error(None, self, src)   # raises PyTorch's error where the shapes cannot broadcast
     return write(self, src.to(self.dtype))

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
-from .._capture import is_recorded
+from .dispatch import is_recorded
 from .._tensor import Tensor, method
 from ..autograd import grad_mode
 from .registry import apply, op, run
@@ -102,6 +102,14 @@ def _where0(mask, g):
     return where(mask, g, 0.0)
 
 
+def _cj(v):
+    """``v`` conjugated where it is complex: PyTorch's VJP of a holomorphic op multiplies the cotangent by the
+    conjugate of the derivative (``ops/complex.py`` on the convention); a real ``v`` as it is."""
+    if isinstance(v, Tensor):
+        return v.conj() if v._value.dtype.kind == "c" else v
+    return v.conjugate() if isinstance(v, complex) else v
+
+
 # ---------------------------------------------------------------- unary
 def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool = True, check=None):
     """Declare a unary elementwise op. With ``to_float`` ints and bools compute in the default float dtype.
@@ -133,28 +141,28 @@ def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool =
     return export(public, inplace_name=name + "_" if has_inplace else None)
 
 
-exp = unary("exp", jnp.exp, lambda g, out, x, **_: (g * out,))
-exp2 = unary("exp2", jnp.exp2, lambda g, out, x, **_: (g * out * math.log(2.0),))
-expm1 = unary("expm1", jnp.expm1, lambda g, out, x, **_: (g * (out + 1),))
-log = unary("log", jnp.log, lambda g, out, x, **_: (g / x,))
-log2 = unary("log2", jnp.log2, lambda g, out, x, **_: (g / (x * math.log(2.0)),))
-log10 = unary("log10", jnp.log10, lambda g, out, x, **_: (g / (x * math.log(10.0)),))
-log1p = unary("log1p", jnp.log1p, lambda g, out, x, **_: (g / (x + 1),))
-sqrt = unary("sqrt", jnp.sqrt, lambda g, out, x, **_: (g / (2 * out),))
-rsqrt = unary("rsqrt", jax.lax.rsqrt, lambda g, out, x, **_: (g * -0.5 * out * out * out,))
-reciprocal = unary("reciprocal", jnp.reciprocal, lambda g, out, x, **_: (-g * out * out,))
-sin = unary("sin", jnp.sin, lambda g, out, x, **_: (g * cos(x),))
-cos = unary("cos", jnp.cos, lambda g, out, x, **_: (-g * sin(x),))
-tan = unary("tan", jnp.tan, lambda g, out, x, **_: (g * (1 + out * out),))
+exp = unary("exp", jnp.exp, lambda g, out, x, **_: (g * _cj(out),))
+exp2 = unary("exp2", jnp.exp2, lambda g, out, x, **_: (g * _cj(out) * math.log(2.0),))
+expm1 = unary("expm1", jnp.expm1, lambda g, out, x, **_: (g * _cj(out + 1),))
+log = unary("log", jnp.log, lambda g, out, x, **_: (g / _cj(x),))
+log2 = unary("log2", jnp.log2, lambda g, out, x, **_: (g / _cj(x * math.log(2.0)),))
+log10 = unary("log10", jnp.log10, lambda g, out, x, **_: (g / _cj(x * math.log(10.0)),))
+log1p = unary("log1p", jnp.log1p, lambda g, out, x, **_: (g / _cj(x + 1),))
+sqrt = unary("sqrt", jnp.sqrt, lambda g, out, x, **_: (g / (2 * _cj(out)),))
+rsqrt = unary("rsqrt", jax.lax.rsqrt, lambda g, out, x, **_: (g * -0.5 * _cj(out * out * out),))
+reciprocal = unary("reciprocal", jnp.reciprocal, lambda g, out, x, **_: (-g * _cj(out * out),))
+sin = unary("sin", jnp.sin, lambda g, out, x, **_: (g * _cj(cos(x)),))
+cos = unary("cos", jnp.cos, lambda g, out, x, **_: (-g * _cj(sin(x)),))
+tan = unary("tan", jnp.tan, lambda g, out, x, **_: (g * _cj(1 + out * out),))
 asin = unary("asin", jnp.arcsin, lambda g, out, x, **_: (g * rsqrt(1 - x * x),))
 acos = unary("acos", jnp.arccos, lambda g, out, x, **_: (-g * rsqrt(1 - x * x),))
 atan = unary("atan", jnp.arctan, lambda g, out, x, **_: (g / (1 + x * x),))
-sinh = unary("sinh", jnp.sinh, lambda g, out, x, **_: (g * cosh(x),))
-cosh = unary("cosh", jnp.cosh, lambda g, out, x, **_: (g * sinh(x),))
-tanh = unary("tanh", jnp.tanh, lambda g, out, x, **_: (g * (1 - out * out),))
+sinh = unary("sinh", jnp.sinh, lambda g, out, x, **_: (g * _cj(cosh(x)),))
+cosh = unary("cosh", jnp.cosh, lambda g, out, x, **_: (g * _cj(sinh(x)),))
+tanh = unary("tanh", jnp.tanh, lambda g, out, x, **_: (g * _cj(1 - out * out),))
 asinh = unary("asinh", jnp.arcsinh, lambda g, out, x, **_: (g * rsqrt(x * x + 1),))
 atanh = unary("atanh", jnp.arctanh, lambda g, out, x, **_: (g / (1 - x * x),))
-sigmoid = unary("sigmoid", jax.nn.sigmoid, lambda g, out, x, **_: (g * out * (1 - out),))
+sigmoid = unary("sigmoid", jax.nn.sigmoid, lambda g, out, x, **_: (g * _cj(out * (1 - out)),))
 erf = unary("erf", jax.scipy.special.erf,
             lambda g, out, x, **_: (g * (2 / math.sqrt(math.pi)) * exp(-(x * x)),))
 erfc = unary("erfc", jax.scipy.special.erfc,
@@ -162,8 +170,11 @@ erfc = unary("erfc", jax.scipy.special.erfc,
 erfinv = unary("erfinv", jax.scipy.special.erfinv,  # recomputed from x: PyTorch saves the input, not the result
                lambda g, out, x, **_: (g * (math.sqrt(math.pi) / 2) * exp(erfinv(x) ** 2),))
 lgamma = unary("lgamma", jax.scipy.special.gammaln, lambda g, out, x, **_: (g * digamma(x),))
-digamma = unary("digamma", jax.scipy.special.digamma, lambda g, out, x, **_: (g * polygamma(1, x),))
-square = unary("square", jnp.square, lambda g, out, x: (g * 2 * x,), to_float=False)
+# JAX's own derivative of digamma is its polygamma, wrong at negative x: lowered graphs get ``polygamma_values``'s
+_digamma_f = jax.custom_jvp(jax.scipy.special.digamma)
+_digamma_f.defjvp(lambda p, t: (jax.scipy.special.digamma(p[0]), polygamma_values(1, p[0]) * t[0]))
+digamma = unary("digamma", _digamma_f, lambda g, out, x, **_: (g * polygamma(1, x),))
+square = unary("square", jnp.square, lambda g, out, x: (g * 2 * _cj(x),), to_float=False)
 def _neg_check(x):
     """PyTorch's error for ``-`` on a bool tensor."""
     if x._value.dtype == np.bool_:
@@ -193,7 +204,7 @@ def _relu_impl(x):
     return _relu_f(x) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.maximum(x, jnp.zeros((), x.dtype))
 
 
-abs = unary("abs", _abs_impl, lambda g, out, x: (g * sign(x),), to_float=False)
+abs = unary("abs", _abs_impl, lambda g, out, x: (g * sgn(x),), to_float=False)
 relu = unary("relu", _relu_impl, lambda g, out, x: (_where0(out > 0, g),), to_float=False)
 sign = unary("sign", lambda x: x if x.dtype == np.bool_ else jnp.sign(x),  # a bool is its own sign (PyTorch)
              lambda g, out, x: (g * 0,), to_float=False)
@@ -235,9 +246,36 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     return apply(_round_impl, input, decimals=decimals)
 
 
+def _cot_derivative_poly(n: int) -> np.ndarray:
+    """Coefficients (lowest power first) of ``P_n`` with ``d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x))``:
+    ``P_0(c) = c`` and ``P_{k+1}(c) = -(1 + c^2) P_k'(c)``."""
+    p = np.array([0.0, 1.0])
+    for _ in range(n):
+        d = np.polynomial.polynomial.polyder(p)
+        p = -np.polynomial.polynomial.polymul([1.0, 0.0, 1.0], d)
+    return p
+
+
+def polygamma_values(n: int, x):
+    """The ``n``-th polygamma function of the float array ``x``. JAX's is wrong for negative ``x`` past about -9
+    (its Hurwitz zeta there); there the reflection formula, differentiated ``n`` times, gives it from ``1 - x``:
+    ``psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x))`` (``_cot_derivative_poly``), the cotangent taken
+    of ``x``'s distance to the nearest integer so that a large ``|x|`` loses nothing to the period."""
+    sp = jax.scipy.special
+    at = (lambda v: sp.digamma(v)) if n == 0 else (lambda v: sp.polygamma(n, v))
+    neg = x < 0
+    direct = at(jnp.where(neg, 1 - x, x))
+    r = x - jnp.round(x)   # in [-1/2, 1/2]; past 1/4 as tan of the distance to 1/2, exact at half-integers
+    c = jnp.where(jnp.abs(r) < 0.25, 1 / jnp.tan(math.pi * r), jnp.sign(r) * jnp.tan(math.pi * (0.5 - jnp.abs(r))))
+    poly = jnp.zeros_like(x)
+    for coef in _cot_derivative_poly(n)[::-1]:   # (Horner)
+        poly = poly * c + float(coef)   # (a Python float: weakly typed, it keeps x's dtype)
+    return jnp.where(neg, (-1) ** n * direct - math.pi ** (n + 1) * poly, direct)
+
+
 @op("polygamma")
 def _polygamma_impl(x, *, n, dtype):
-    return jax.scipy.special.polygamma(n, x.astype(dtype))
+    return polygamma_values(n, x.astype(dtype))
 
 
 _polygamma_impl.defvjp(lambda g, out, x, *, n, dtype: (g * polygamma(n + 1, x),))
@@ -336,13 +374,13 @@ def _pow_check(x, y, **_):
 
 def _pow_rule(g, out, x, y, **_):
     if _is_t(y):
-        gx = where(y == 0, 0.0, g * y * pow(x, y - 1)) if _is_t(x) else None
+        gx = where(y == 0, 0.0, g * _cj(y * pow(x, y - 1))) if _is_t(x) else None
         lx = log(x) if _is_t(x) else math.log(x) if x > 0 else 0.0
-        gy = g * out * lx
+        gy = g * _cj(out * lx)
         if _is_t(x):
             gy = where((x == 0) & (y >= 0), 0.0, gy)
         return gx, gy
-    return (g * 0 if y == 0 else g * y * pow(x, y - 1)), None
+    return (g * 0 if y == 0 else g * _cj(y * pow(x, y - 1))), None
 
 
 def _max_rule(g, out, x, y, **_):
@@ -412,9 +450,9 @@ def _int_div_check(kernel: str):
 _add = binary("add", jnp.add, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: g), method_name="_add")
 _sub = binary("sub", jnp.subtract, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: -g),
               method_name="_sub", check=_sub_check)
-mul = binary("mul", jnp.multiply, (lambda g, out, x, y, **_: g * y, lambda g, out, x, y, **_: g * x))
+mul = binary("mul", jnp.multiply, (lambda g, out, x, y, **_: g * _cj(y), lambda g, out, x, y, **_: g * _cj(x)))
 _true_div = binary("div", jnp.true_divide,
-                   (lambda g, out, x, y, **_: g / y, lambda g, out, x, y, **_: -g * x / (y * y)), "float",
+                   (lambda g, out, x, y, **_: g / _cj(y), lambda g, out, x, y, **_: -g * _cj(x / (y * y))), "float",
                    method_name="_div")
 floor_divide = binary("floor_divide", jnp.floor_divide, lambda g, out, x, y, **_: (g * 0, g * 0),
                       check=_int_div_check("div_floor"))
@@ -644,7 +682,12 @@ export(lerp, inplace_name="lerp_")
 
 
 def sgn(input: Tensor) -> Tensor:
-    return sign(input)
+    """``sign``; of a complex element ``z / |z|`` (0 at 0), composed of differentiable ops (it has a gradient,
+    which a complex ``abs``'s double backward needs)."""
+    if input._value.dtype.kind != "c":
+        return sign(input)
+    a = abs(input)
+    return input / where(a == 0, 1.0, a)
 
 
 # ---------------------------------------------------------------- Python operators

@@ -445,8 +445,25 @@ def _put_dim(input, d, index, value, accumulate):
     return apply(_index_put, input, value, index, basic=(), dims=(d,), accumulate=accumulate, in_shape=_shape(input))
 
 
+def _on_scalar(fn, input: Tensor, dim: int, index: Tensor, source, fill: bool = False, **kw) -> Tensor:
+    """``fn`` (an ``index_*`` op) on a 0-d ``input``: run on it as a 1-element vector (a 0-d ``source`` too,
+    unless it is ``index_fill``'s value), the result made 0-d again, as PyTorch computes these."""
+    _wrap_dim(dim, 0)
+    if not fill and isinstance(source, Tensor) and source._value.ndim == 0:
+        source = reshape(source, (1,))
+    return reshape(fn(reshape(input, (1,)), 0, index, source, **kw), ())
+
+
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """``input`` with ``alpha * source`` slices added at ``index`` along ``dim`` (repeats accumulate)."""
+    if input._value.ndim == 0:
+        if source._value.ndim:
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified "
+                               f"dimension. Got self.shape = [] source.shape = {list(_shape(source))}")
+        if index._value.size != 1:   # (PyTorch's own message for this case)
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        check_bounds([index], [1], _raise(IndexError, "index out of range in self"), negative=False)
+        return _on_scalar(index_add, input, dim, index, source, alpha=alpha)
     d, index = _dim_index("index_add_", input, dim, index, vector_msg=(
         f"index_add_(): Index is supposed to be a vector, but got dim: {index._value.ndim} with type: "
         f"{index.dtype.legacy_name} and size: {list(_shape(index))}"))
@@ -468,6 +485,11 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
     """``input`` with its slices ``index`` along ``dim`` replaced by those of ``source``."""
     if not _is_index(index, long_only=True):
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
+    if input._value.ndim == 0 and index._value.ndim <= 1:
+        if index._value.size != 1:
+            raise IndexError(f"index_copy_(): When source is scalar, index should have one element "
+                             f"(got {index._value.size})")
+        return _on_scalar(index_copy, input, dim, index, source)
     d, index = _dim_index("index_copy_", input, dim, index,
                           vector_msg=f"index_copy_(): Index should have dimension 1 or 0 (got {index._value.ndim})")
     _check_source("index_copy_", input, d, index, source, IndexError)
@@ -490,6 +512,14 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     value = _dtype.checked_scalar(value, input._value.dtype)
     n = _shape(input)[d] if input._value.ndim else 1
     check_bounds([index], [n], _raise(IndexError, f"index {{i}} is out of bounds for dimension {d} with size {n}"))
+    if input._value.ndim == 0:
+        return _on_scalar(index_fill, input, dim, index, value, fill=True)
+    if isinstance(value, Tensor):
+        # a mask of the slices filled, so the value's gradient counts each slice once however often ``index``
+        # names it (as PyTorch and jax.vjp count it; an index_put would count every repeat)
+        mask = _put_dim(full((n,), False), 0, index, True, False)
+        return where(reshape(mask, tuple(n if i == d else 1 for i in range(input._value.ndim))),
+                     value.to(input.dtype), input)
     return _put_dim(input, d, index, value, False)
 
 
@@ -700,6 +730,9 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of "
                            f"dimensions, but got {len(x)} dimensions for input, and {len(i)} dimensions for indices")
     d = _wrap_dim(dim, len(x))
+    n = x[d]   # along a dim, PyTorch takes negative indices from the end (the flattened form does not)
+    check_bounds([indices], [n], _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {n}"))
+    indices = where(indices < 0, indices + n, indices)
     b = list(np.broadcast_shapes(x[:d] + (1,) + x[d + 1:], i[:d] + (1,) + i[d + 1:]))
     return gather(expand(input, tuple(b[:d] + [x[d]] + b[d + 1:])), d,
                   expand(indices, tuple(b[:d] + [i[d]] + b[d + 1:])))

@@ -296,8 +296,14 @@ _flip.defvjp(lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),))
 
 
 @method()
-def flip(input: Tensor, *dims) -> Tensor:
-    """Reverse the order of elements along ``dims`` (a copy)."""
+def flip(input: Tensor, *dims, **kwargs) -> Tensor:
+    """Reverse the order of elements along ``dims`` (a copy; given positionally or as ``dims=``)."""
+    if kwargs:
+        if dims or set(kwargs) != {"dims"}:
+            bad = next(iter(set(kwargs) - {"dims"}), "dims")
+            raise TypeError(f"flip() got an unexpected keyword argument '{bad}'" if bad != "dims" else
+                            "flip() got multiple values for argument 'dims'")
+        dims = (kwargs["dims"],)
     dims = _sizes(dims)
     nd = input._value.ndim
     norm = norm_dims(dims, nd) if dims else ()

@@ -1,6 +1,6 @@
 """Products: ``matmul`` (with PyTorch's 1-D / 2-D / batched broadcasting), ``mm``, ``bmm``,
-``mv``, ``dot``, ``outer``, ``addmm``/``addmv``/``baddbmm``, ``einsum``, ``tensordot``, ``kron``,
-and the matrix norms.
+``mv``, ``dot``, ``outer``, ``addmm``/``addmv``/``baddbmm``, ``einsum``, ``tensordot``, ``kron``
+(``torch.linalg``'s factorizations and norms are in ``decomp``).
 
 Every product runs through one of two ops, ``matmul`` and ``einsum``; the
 public functions only check their arguments the way PyTorch does (its error
@@ -17,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
-from ..amp import cast_inputs
+from .autocast import cast_inputs
 from .._tensor import Tensor, _wrap_dim, method
 from .creation import as_tensor, eye, ones
 from .elementwise import broadcast_error, export, where, with_out
-from .reduce import amax, amin, norm_dims, sum, vector_norm
+from .reduce import sum
 from .registry import apply, op
 from .shape import expand, reshape, transpose
 
@@ -83,14 +83,18 @@ def _check_dot(a: Tensor, b: Tensor) -> None:
                            f"number of elements, but got {n} and {m} elements respectively")
 
 
-def _check_batched(a: tuple, b: tuple, ta: Tensor, tb: Tensor) -> None:
-    """matmul's broadcasting bmm path: ``a`` is (..., n, k), ``b`` is (..., k, m)."""
-    batch_a, batch_b = a[:-2], b[:-2]
+def batch_shape(batch_a: tuple, batch_b: tuple) -> tuple:
+    """The broadcast of two batch shapes, or PyTorch's broadcasting error over them."""
     try:
-        batch = np.broadcast_shapes(batch_a, batch_b)
-    except ValueError:  # PyTorch's broadcasting message, over the batch dims only
+        return tuple(np.broadcast_shapes(tuple(batch_a), tuple(batch_b)))
+    except ValueError:
         broadcast_error(None, Tensor._make(np.empty(batch_a, bool)), Tensor._make(np.empty(batch_b, bool)))
         raise
+
+
+def _check_batched(a: tuple, b: tuple, ta: Tensor, tb: Tensor) -> None:
+    """matmul's broadcasting bmm path: ``a`` is (..., n, k), ``b`` is (..., k, m)."""
+    batch = batch_shape(a[:-2], b[:-2])
     if a[-1] != b[-2]:
         nb = math.prod(batch)
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{nb}, {a[-1]}] but "
@@ -135,17 +139,17 @@ def _as_matrices(g: Tensor, nd: tuple) -> Tensor:
 
 def _matmul_vjp_a(g, out, a, b, *, nd):
     na, nb = nd
-    if na == 1 and nb == 1:
-        return g * b
-    ga = _mm_raw(_as_matrices(g, nd), transpose(reshape(b, _shape(b) + (1,)) if nb == 1 else b, -1, -2))
+    if na == 1 and nb == 1:   # (conjugates: PyTorch's complex convention, see ops/complex.py)
+        return g * b.conj()
+    ga = _mm_raw(_as_matrices(g, nd), transpose(reshape(b, _shape(b) + (1,)) if nb == 1 else b, -1, -2).conj())
     return reshape(ga, _shape(ga)[:-2] + _shape(ga)[-1:]) if na == 1 else ga  # engine sums batch dims
 
 
 def _matmul_vjp_b(g, out, a, b, *, nd):
     na, nb = nd
     if na == 1 and nb == 1:
-        return g * a
-    gb = _mm_raw(transpose(reshape(a, (1,) + _shape(a)) if na == 1 else a, -1, -2), _as_matrices(g, nd))
+        return g * a.conj()
+    gb = _mm_raw(transpose(reshape(a, (1,) + _shape(a)) if na == 1 else a, -1, -2).conj(), _as_matrices(g, nd))
     return reshape(gb, _shape(gb)[:-1]) if nb == 1 else gb
 
 
@@ -431,6 +435,13 @@ def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
         if len(da) != len(db):
             raise RuntimeError("both dimension lists should have same length")
     sa, sb = _shape(a), _shape(b)
+    for i, j in zip(da, db):   # a size-1 dim broadcasts against its partner (PyTorch's): that one is summed first
+        wi, wj = _wrap_dim(i, len(sa)), _wrap_dim(j, len(sb))
+        if sa[wi] != sb[wj] and sb[wj] == 1:
+            a = a.sum(wi, keepdim=True, dtype=a.dtype)
+        elif sa[wi] != sb[wj] and sa[wi] == 1:
+            b = b.sum(wj, keepdim=True, dtype=b.dtype)
+    sa, sb = _shape(a), _shape(b)
     letters = iter(_LETTERS)
     ta = [next(letters) for _ in sa]
     tb = [next(letters) for _ in sb]
@@ -457,32 +468,3 @@ def kron(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     a = reshape(input, tuple(s for d in sa for s in (d, 1)))
     b = reshape(other, tuple(s for d in sb for s in (1, d)))
     return with_out(reshape(a * b, tuple(x * y for x, y in zip(sa, sb))), out)
-
-
-# ---------------------------------------------------------------- matrix norms (torch.linalg)
-def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
-    """``torch.linalg.matrix_norm`` for ord ``'fro'``, 1, -1, inf, -inf."""
-    if dtype is not None:
-        A = A.to(dtype)
-    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
-        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim}")
-    d0, d1 = norm_dims(dim, A.ndim) if A.ndim >= 2 else (None, None)
-    if d0 is None:
-        raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
-    if ord == "fro":
-        return vector_norm(A, 2, dim, keepdim)
-    if ord in (1, -1, math.inf, -math.inf):
-        ax_sum, ax_ext = (dim[0], dim[1]) if abs(ord) == 1 else (dim[1], dim[0])
-        col = sum(A.abs(), ax_sum, keepdim=True)
-        r = (amax if ord > 0 else amin)(col, ax_ext, keepdim=True)
-        return r if keepdim else reshape(r, tuple(s for i, s in enumerate(_shape(r)) if i not in (d0, d1)))
-    raise NotImplementedError(f"linalg.matrix_norm(ord={ord!r}) is not supported by dynajax")
-
-
-def linalg_norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """``torch.linalg.norm``: a vector norm for 1-D ``dim``, a matrix norm for 2-D ``dim``."""
-    if ord is None:
-        return vector_norm(A, 2, dim, keepdim, dtype=dtype)
-    if isinstance(ord, str) or (dim is None and A.ndim == 2) or (isinstance(dim, (tuple, list)) and len(dim) == 2):
-        return matrix_norm(A, ord, dim if dim is not None else (-2, -1), keepdim, dtype=dtype)
-    return vector_norm(A, ord, dim, keepdim, dtype=dtype)

@@ -18,7 +18,8 @@ import numpy as np
 from .. import _dtype
 from .._tensor import Tensor, _wrap_dim, method
 from .convert import cast
-from .elementwise import abs, exp, export, isnan, maximum, minimum, sign, sqrt, where
+from .elementwise import _abs_impl, abs, exp, export, isnan, maximum, minimum, sign, sqrt, where
+from .norms import nuclear_norm
 from .registry import apply, op
 
 
@@ -350,6 +351,8 @@ _argmin = op("argmin")(_arg_impl(jnp.argmin))
 
 def _arg_extreme(o, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
     shape = tuple(input._value.shape)
+    if input._value.dtype == np.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
     if dim is None:
         if math.prod(shape) == 0:
             raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
@@ -576,7 +579,9 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 # ---------------------------------------------------------------- norm
 @op("vector_norm", backward_name="LinalgVectorNormBackward0")
 def _vector_norm(x, *, p, dims, keepdim, shape):
-    a = jnp.abs(x)
+    # ``_abs_impl``'s slope is 0 at 0 (jnp.abs's is 1), so jax.grad of a lowered norm is 0 where an element
+    # is 0, as the rule and PyTorch give (the 1-norm's and the inf-norms' too)
+    a = _abs_impl(x)
     if p == math.inf:
         return jnp.max(a, axis=dims, keepdims=keepdim)
     if p == -math.inf:
@@ -587,7 +592,11 @@ def _vector_norm(x, *, p, dims, keepdim, shape):
         return jnp.sum(a, axis=dims, keepdims=keepdim)
     # the zero vector's gradient is 0 (the rule below, PyTorch's), also under jax.grad of a lowered function:
     # the root is taken of a placeholder 1 there, so its infinite slope never meets the zero inner gradient
-    s = jnp.sum(a * a if p == 2 else a ** p, axis=dims, keepdims=keepdim)
+    if p == 2:
+        s = jnp.sum(a * a, axis=dims, keepdims=keepdim)
+    else:   # a zero element's power is taken of a placeholder 1: a ** p's slope at 0 is infinite for p < 1
+        zero = a == 0
+        s = jnp.sum(jnp.where(zero, 0, jnp.where(zero, 1, a) ** p), axis=dims, keepdims=keepdim)
     nz = s != 0
     safe = jnp.where(nz, s, jnp.ones((), s.dtype))
     return jnp.where(nz, jnp.sqrt(safe) if p == 2 else safe ** (1.0 / p), jnp.zeros((), s.dtype))
@@ -607,7 +616,8 @@ def _vector_norm_vjp(g, out, x, *, p, dims, keepdim, shape):
     safe = where(o == 0, 1.0, o)  # the gradient at the zero vector is 0, as in PyTorch
     if p == 2:
         return (g * x / safe,)
-    return (where(o == 0, 0.0, g * sign(x) * abs(x) ** (p - 1) / safe ** (p - 1)),)
+    # (0 where an element is 0: for p < 1 its power would be infinite; PyTorch gives 0 there)
+    return (where((o == 0) | (x == 0), 0.0, g * sign(x) * abs(x) ** (p - 1) / safe ** (p - 1)),)
 
 
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -634,8 +644,10 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
         if isinstance(dim, (list, tuple)) and len(dim) > 2:
             raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dim))}")
         p = 2
+    elif p == "nuc":
+        return nuclear_norm(input, dim, keepdim, dtype)
     elif isinstance(p, str):
-        raise NotImplementedError(f"norm(p={p!r}) is not supported by dynajax (use 'fro' or a number)")
+        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
     return vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
@@ -650,8 +662,8 @@ _logsumexp.defvjp(lambda g, out, x, *, dims, keepdim, dtype, shape:
 
 
 @method()
-def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """``log(sum(exp(x)))`` over ``dim``, computed stably; its gradient is ``softmax``."""
+def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` over ``dim`` (required, as in PyTorch), computed stably; its gradient is ``softmax``."""
     shape = tuple(input._value.shape)
     d = input._value.dtype
     return apply(_logsumexp, input, dims=norm_dims(dim, len(shape)), keepdim=bool(keepdim),

@@ -10,25 +10,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._tensor import Tensor, _wrap_dim, method
+from .. import _sizes as sizing
+from .._tensor import Tensor, _make, _wrap_dim, method
 from .registry import apply, op
-from .views import layout, make_view, view_strides
+from .views import layout, link_view, make_view, view_strides
 
 __all__ = ["reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "ravel", "expand", "expand_as",
            "broadcast_to", "broadcast_tensors", "broadcast_shapes", "permute", "transpose", "swapaxes", "swapdims",
            "t", "movedim", "moveaxis", "squeeze", "unsqueeze"]
 
 
-def _sizes(size) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    return tuple(int(s) for s in size)
+def _sizes(size, name: str = "size", what: str = "size") -> tuple:
+    """``(2, 3)`` or ``((2, 3),)`` as ints; PyTorch's TypeError for a float (``dynajax._sizes.parse``)."""
+    return sizing.parse(size, name, what)
 
 
 def infer_shape(shape: tuple, numel: int) -> tuple:
     """Resolve one ``-1`` in ``shape``; raise PyTorch's error when ``shape`` can't hold ``numel``."""
     if list(shape).count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
+    for i, s in enumerate(shape):
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
     known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
         if known == 0 or numel % known:
@@ -66,7 +69,9 @@ def _reshaped(input: Tensor, shape: tuple, copy: bool) -> Tensor:
         from .. import _dtype  # x.view(dtype): reinterpret the bits
         return _view_dtype(input, _dtype.to_np(shape[0]))
     v = input._value
-    shape = infer_shape(_sizes(shape), v.size)
+    shape = infer_shape(_sizes(shape, "reshape" if copy else "view", "shape" if copy else "size"), v.size)
+    if not v.size:
+        sizing.check_representable(shape, v.dtype)
     if shape == tuple(v.shape):
         return make_view(_reshape, input, shape=shape, in_shape=shape)
     if input._base is not None:
@@ -137,7 +142,7 @@ def _expand_vjp(g, out, x, *, shape, in_shape):
 @method()
 def expand(input: Tensor, *sizes) -> Tensor:
     """Broadcast size-1 dims to ``sizes`` (-1 keeps a dim) without copying; a view."""
-    sizes = _sizes(sizes)
+    sizes = _sizes(sizes, "expand")
     shape = tuple(input._value.shape)
     if len(sizes) < len(shape):
         raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of "
@@ -164,6 +169,11 @@ def expand(input: Tensor, *sizes) -> Tensor:
     out = tuple(reversed(out))
     if out == shape:
         return input
+    # JAX arrays have no strides, so a broadcast is made in full: one past the device's memory (free in
+    # PyTorch) is kept unmade, and raises where its elements are used (``dynajax._sizes.Pending``)
+    big = sizing.unmade_view(out, input._value, f"the expand of sizes {list(shape)} to {list(out)}")
+    if big is not None:
+        return link_view(_make(big, input._rg), input, _expand, shape=out, in_shape=shape)
     return make_view(_expand, input, shape=out, in_shape=shape)
 
 
@@ -201,7 +211,9 @@ _permute.defvjp(lambda g, out, x, *, dims: (permute(g, tuple(int(i) for i in np.
 @method()
 def permute(input: Tensor, *dims) -> Tensor:
     """Reorder dims; a view."""
-    dims = _sizes(dims)
+    if not dims:
+        raise TypeError('permute() missing 1 required positional arguments: "dims"')
+    dims = _sizes(dims, "permute", "dims")
     n = input._value.ndim
     if len(dims) != n:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "

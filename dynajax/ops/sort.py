@@ -7,6 +7,8 @@ through the indices; the indices themselves are integers and need none.
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -131,13 +133,16 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
                        dim: int | None = None):
     """Collapse runs of equal consecutive values (or slices along ``dim``); eager only."""
     a = np.asarray(input.detach()._value)
+    if dim is not None and a.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     axis = 0 if dim is None else _wrap_dim(dim, a.ndim)
     flat = a.reshape(-1) if dim is None else np.moveaxis(a, axis, 0)
     n = flat.shape[0]
     if n == 0:
         starts = np.zeros(0, np.int64)
     else:
-        diff = (flat[1:] != flat[:-1]).reshape(n - 1, -1).any(axis=1)
+        # (the row length given, not -1: a single element, a 0-d input's, leaves no rows to infer it from)
+        diff = (flat[1:] != flat[:-1]).reshape(n - 1, math.prod(flat.shape[1:])).any(axis=1)
         starts = np.concatenate([[0], np.nonzero(diff)[0] + 1])
     vals = flat[starts] if dim is None else np.moveaxis(flat[starts], 0, axis)
     inv = np.cumsum(np.isin(np.arange(n), starts)) - 1

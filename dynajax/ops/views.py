@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._tensor import Tensor, _make
+from .. import _dtype, _sizes
+from .._tensor import Tensor, _make, upcall
 from ..autograd import grad_mode
 from .registry import Op, apply, op
 
@@ -64,6 +64,7 @@ def link_view(view: Tensor, x: Tensor, o: Op, **params) -> Tensor:
     return _link(view, x, (o, tuple(params.items())))
 
 
+@upcall
 def detached_view(x: Tensor, data: bool = False) -> Tensor:
     """``x.detach()`` (``data``: ``x.data``): an alias of ``x`` outside the graph. A write through ``detach()``'s
     bumps ``x``'s version, as PyTorch's shared version counter does (a value saved for backward is then caught
@@ -73,9 +74,13 @@ def detached_view(x: Tensor, data: bool = False) -> Tensor:
     return _link(_make(x._value), x, DATA if data else DETACH)
 
 
+@upcall
 def refresh(view: Tensor) -> None:
     base, chain = view._base, view._view
     vc = base._vc
+    if type(view._value) is _sizes.Pending:   # a broadcast too large to make stays unmade (``shape.expand``)
+        view._view_ver = vc[0] + vc[1]
+        return
     if _detached(chain):
         view._value = _run_chain(base._value, chain)
     else:
@@ -220,6 +225,7 @@ def write(t: Tensor, r: Tensor, opname: str = "") -> Tensor:
     return assign(t, _cast_result(t, r, ""))
 
 
+@upcall
 def assign(t: Tensor, r: Tensor) -> Tensor:
     """Rebind ``t`` (and, through views, its base) to the value of ``r``."""
     node = r.grad_fn
@@ -356,6 +362,7 @@ def layout(t: Tensor):
     return shape, strides
 
 
+@upcall
 def is_contiguous(t: Tensor) -> bool:
     """PyTorch's ``is_contiguous``: the strides of every dim longer than 1 are those of a fresh tensor."""
     lay = layout(t)

@@ -21,7 +21,7 @@ import functools
 
 import jax.numpy as jnp
 
-from .._capture import current, scalar_recipes, value_aval
+from ..ops.dispatch import current, scalar_recipes, value_aval
 from ..ops import registry
 from ..ops.registry import VARIADIC, apply, op
 from ..ops.views import write
@@ -312,7 +312,7 @@ def _fused_apply(fn, items: list, numbers, group, **params) -> None:
     parameter's ``(p, g, *state)``) gets the new value of each of its tensors but ``g``. While
     ``dynajax.compile`` records, the outputs are recorded straight into those tensors
     (``Capture.update_in_place``), and each number carries how to read it again from ``group``
-    (``_capture.scalar_recipes``: a speculative run passes the next call's numbers, a learning-rate
+    (``compile.capture.scalar_recipes``: a speculative run passes the next call's numbers, a learning-rate
     schedule's included)."""
     tensors = [t for item in items for t in item]
     written = [t for item in items for t in item[:1] + item[2:]]

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from .. import _epoch
+from .. import _dtype, _epoch
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..autograd.engine import reset_grad
@@ -210,27 +210,44 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore options and state saved by :meth:`state_dict` (state cast to each parameter's dtype)."""
+        """Restore options and state saved by :meth:`state_dict` (dynajax's or PyTorch's), as PyTorch does:
+        the group and parameter counts must match (ValueError); each group becomes the saved group with this
+        optimizer's parameters (options missing from it stay missing, so ``SGD`` given ``Adam``'s state dict
+        lacks ``momentum`` at ``step``, as in PyTorch, while the flags PyTorch's ``__setstate__`` fills in
+        take their defaults); state tensors are cast to their parameter's dtype and device, ``step`` kept."""
         _epoch.bump()
-        groups = state_dict["param_groups"]
-        if len(groups) != len(self.param_groups):
+        state_dict = state_dict.copy()
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
-        for g, s in zip(self.param_groups, groups):
-            if len(g["params"]) != len(s["params"]):
-                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
-                                 "optimizer's group")
-        by_index = {}
-        for g, s in zip(self.param_groups, groups):
-            for p, i in zip(g["params"], s["params"]):
-                by_index[i] = p
-        self.state = defaultdict(dict)
-        for k, st in state_dict["state"].items():
-            p = by_index.get(int(k))
-            if p is None:
-                continue
-            self.state[p] = {name: _cast_state(v, p, name) for name, v in st.items()}
-        for g, s in zip(self.param_groups, groups):
-            g.update({k: copy.deepcopy(v) for k, v in s.items() if k != "params"})
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        id_map = {i: (p, s) for g, s in zip(groups, saved_groups) for i, p in zip(s["params"], g["params"])}
+        state: dict = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p, s = id_map[k]
+                state[p] = _cast_state(v, p, s, None)
+            else:
+                state[k] = v   # (state of no parameter is kept as is, as PyTorch keeps it)
+        for g, s in zip(groups, saved_groups):
+            params, names = g["params"], g.get("param_names")
+            g.clear()   # (the group dict itself stays: it may be the one given to add_param_group)
+            g.update(s)
+            g["params"] = params
+            if names is not None and "param_names" not in s:
+                g["param_names"] = names
+            for k in _FLAG_OPTIONS:
+                if k in self.defaults:
+                    g.setdefault(k, self.defaults[k])
+        self.state = state
+
+
+# options a PyTorch optimizer's __setstate__ fills in for state dicts saved before they existed
+_FLAG_OPTIONS = ("foreach", "maximize", "differentiable", "capturable", "fused", "decoupled_weight_decay",
+                 "nesterov", "centered", "amsgrad")
 
 
 def _rounds(items: list) -> list:
@@ -246,11 +263,25 @@ def _rounds(items: list) -> list:
     return rounds
 
 
-def _cast_state(v, p: Tensor, name: str):
+def _cast_state(v, p: Tensor, group: dict, key):
+    """A copy of state value ``v`` for parameter ``p`` as PyTorch casts it: tensors to ``p``'s device, and to
+    its dtype when ``p`` is floating point, but ``step`` only to float32 under ``capturable``/``fused``;
+    dicts, lists and tuples item by item."""
     from ..nn.parameter import _value_of
+    if isinstance(v, dict):
+        return {k: _cast_state(x, p, group, k) for k, x in v.items()}
+    if type(v) in (list, tuple):
+        return type(v)(_cast_state(x, p, group, None) for x in v)
+    if key == "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = np.asarray(float(v), np.float32)   # (an old checkpoint's count: PyTorch's __setstate__ makes a tensor)
     if isinstance(v, Tensor) or hasattr(v, "shape") and hasattr(v, "dtype"):
         t = _make(_value_of(v))
-        if name != "step" and t.is_floating_point():
-            t = t.to(p.dtype)
+        if key == "step":
+            if group.get("capturable") or group.get("fused"):
+                t = t.to(device=p.device, dtype=_dtype.float32)
+        elif p.is_floating_point():
+            t = t.to(device=p.device, dtype=p.dtype)
+        else:
+            t = t.to(device=p.device)
         return t.clone()
     return copy.deepcopy(v)

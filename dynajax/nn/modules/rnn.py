@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ... import ops as _ops  # noqa: F401
-from ..._bucketing import sequence_mask
+from ...compile.bucketing import sequence_mask
 from ...ops.creation import empty, zeros
 from .. import functional as F
 from .. import init
@@ -90,7 +89,7 @@ class RNNBase(Module):
         return self._run(input, hx, None)
 
     def _run(self, input, hx, lengths):
-        from ... import stack, cat
+        from ...ops.join import stack, cat
         from ...ops.creation import tensor
         batched = input.dim() == 3 or lengths is not None
         if input.dim() not in (2, 3):
@@ -149,6 +148,9 @@ class RNNBase(Module):
         for h, what in ((hx[0], "hidden"), (hx[1], "cell")) if is_lstm else ((hx, "hidden"),):
             if tuple(h.shape) != expected:
                 raise RuntimeError(f"Expected {what} size {expected}, got {list(h.shape)}")
+
+    def flatten_parameters(self) -> None:
+        """PyTorch packs the weights into one cuDNN buffer here; dynajax's scans read them as they are."""
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"

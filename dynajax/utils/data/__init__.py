@@ -8,6 +8,8 @@ from .dataloader import SubsetRandomSampler as SubsetRandomSampler
 from .dataloader import WeightedRandomSampler as WeightedRandomSampler
 from .dataloader import default_collate as default_collate
 from .dataloader import default_convert as default_convert
+from ._worker import WorkerInfo as WorkerInfo
+from ._worker import get_worker_info as get_worker_info
 from .dataset import ConcatDataset as ConcatDataset
 from .dataset import Dataset as Dataset
 from .dataset import IterableDataset as IterableDataset

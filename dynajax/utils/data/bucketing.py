@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._bucketing import bucket
+from ...compile.bucketing import bucket
 from .dataloader import Sampler
 
 

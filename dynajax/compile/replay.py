@@ -11,7 +11,7 @@ reads can skip that. A call's *guard* is its arguments' tree, their tensors'
 shapes, dtypes and ``requires_grad``, their Python values, grad mode, and the
 ``training`` flag of every module the step called. Once two recordings in a row
 for one guard chose the same executable, found their inputs in the same tensors
-(``_speculate.sources``; a grad as its parameter's ``.grad``), passed the same
+(``compile.speculate.sources``; a grad as its parameter's ``.grad``), passed the same
 Python numbers to ops (the optimizer's aside: those are read again from its param
 groups on every call, so a learning-rate schedule keeps working) and made the same
 arrays (zeros for an initial state, passed again as they are), later calls with
@@ -38,11 +38,11 @@ from sys import getrefcount
 
 import jax
 
-from . import _epoch
-from ._tensor import Tensor, _make
-from .autograd import grad_mode
-from ._speculate import gather, recompute, same_scalars, sources, tensor_leaves
-from .lower import _tree_flatten
+from .. import _epoch
+from .._tensor import Tensor, _make
+from ..autograd import grad_mode
+from .speculate import gather, recompute, same_scalars, sources, tensor_leaves
+from ..lower import _tree_flatten
 
 CHECK_EVERY = 100   # replay=True: every 100th call of a guard is recorded (about 1% of a capture per call)
 MISS = object()     # a replay that could not run (some input is gone): the call is recorded instead
@@ -142,7 +142,7 @@ class Replayer:
 
 
 def _sources(cap, args, kwargs):
-    """Where a replay finds each input (``_speculate.sources``), a grad read as the ``.grad`` of its
+    """Where a replay finds each input (``compile.speculate.sources``), a grad read as the ``.grad`` of its
     parameter (a step that accumulates grads makes a new grad tensor each call); None: some input has none."""
     src = sources(cap, args, kwargs, constants=True)
     if src is None:

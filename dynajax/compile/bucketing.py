@@ -35,7 +35,7 @@ import time
 import jax
 import numpy as np
 
-from ._tensor import Tensor, _make
+from .._tensor import Tensor, _make
 
 _state = threading.local()
 
@@ -276,7 +276,7 @@ def unpad(result, grown: dict):
     (the step ran on the copy). Only after a call that returned: a step that raised changed nothing."""
     for given, copy, version in getattr(grown, "copies", ()):
         if copy._version != version:
-            from .autograd import grad_mode
+            from ..autograd import grad_mode
             with grad_mode.no_grad():
                 given.copy_(copy[tuple(slice(0, n) for n in given.shape)])
     if not grown:

@@ -28,109 +28,25 @@ import weakref
 import jax
 import numpy as np
 
-from . import _tensor, random
-from ._device import default_jax_device, numbers_on
-from ._tensor import Tensor, _make
-from .autograd import grad_mode
-from .ops import registry, views
+from .. import _tensor, random
+from .._device import default_jax_device, numbers_on
+from .._tensor import Tensor, _make
+from ..autograd import grad_mode
+from ..ops import registry, views
+from ..ops.dispatch import (Sym, _active, _array_type, _state, aval_of, current, is_array, is_recorded,  # noqa: F401
+                           recorded_args, scalar_recipes, value_aval)
 
 _SHAPES: dict = {}   # (fn, static params, input avals) -> (single output?, ((shape, dtype), ...))
-_state = threading.local()
 _LOCK = threading.Lock()
-
-
-class Sym:
-    """The shape and dtype of a value a compiled step will compute (a capture-time stand-in for an array)."""
-
-    __slots__ = ("shape", "dtype", "idx", "aval")
-
-    def __init__(self, shape, dtype, idx: int, aval=None) -> None:
-        self.shape, self.dtype, self.idx = shape, dtype, idx
-        self.aval = (shape, dtype) if aval is None else aval
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)   # exact Python ints; np.prod costs ~4 us a call
-
-    def __array__(self, dtype=None, copy=None):
-        a = np.asarray(_active(self).materialize(self))
-        return a.astype(dtype) if dtype is not None else a
-
-    def __jax_array__(self):
-        return _active(self).materialize(self)
-
-    def devices(self) -> set:
-        """As a jax.Array's: the device the step being recorded runs on (``Capture.device``), where eager mode
-        would have put this value (``zeros(b, h, device=h.device)`` of an intermediate ``h`` on a GPU)."""
-        return {_active(self).device()}
-
-    def __repr__(self) -> str:
-        return f"Sym(v{self.idx}: {np.dtype(self.dtype).name}{list(self.shape)})"
-
-
-def aval_of(arr) -> tuple:
-    """``(shape, dtype)`` of an array: a jax array's from its aval (~0.1 us, against ~0.5 us through its
-    ``shape`` and ``dtype`` properties), a numpy array's from its own."""
-    av = getattr(arr, "aval", None)
-    if av is not None:
-        return av.shape, av.dtype
-    return tuple(arr.shape), np.dtype(arr.dtype)
-
-
-def value_aval(v) -> tuple:
-    """``(shape, dtype)`` of a tensor's value: a Sym's own, an array's from its aval (jax arrays' ``shape`` and
-    ``dtype`` are Python properties, several times dearer, the more so with cold caches)."""
-    return v.aval if type(v) is Sym else aval_of(v)
-
-
-def is_recorded(t) -> bool:
-    """True while tensor ``t`` holds a value a compiled step is recording, or an array with shards in other
-    processes (``dynajax.distributed``): a value eager-only checks cannot read, so they skip it."""
-    v = t._value
-    if type(v) is Sym:
-        return True
-    # one process: every array is addressable (asked first: the sharding's answer costs ~10 us)
-    return jax.process_count() > 1 and not getattr(v, "is_fully_addressable", True)
-
-
-_PY_VALUES = frozenset({int, float, bool, complex, str, tuple, type(None)})
-
-
-def is_array(v) -> bool:
-    """``isinstance(v, jax.Array)``, answered by type first for the usual values: the isinstance check costs
-    ~0.3 us (jax.Array's metaclass asks in Python), and ops pass Python numbers and tuples by the dozen."""
-    tp = type(v)
-    if tp is _array_type():
-        return True
-    return tp not in _PY_VALUES and isinstance(v, jax.Array)
-
-
-@functools.lru_cache(maxsize=None)
-def _array_type():
-    """The concrete type of jax's arrays."""
-    return type(jax.numpy.zeros(()))
 
 
 @functools.lru_cache(maxsize=None)
 def _backward_router():
-    """``_capture_backward.BackwardByVJP`` (which imports this module), imported once rather than by an
+    """``compile.backward.BackwardByVJP`` (which imports this module), imported once rather than by an
     import statement in every capture (entering the MLP's capture measured 9 -> 6 us hot, ~90 -> ~67 us
     right after its executable)."""
-    from ._capture_backward import BackwardByVJP
+    from .backward import BackwardByVJP
     return BackwardByVJP
-
-
-def _active(sym: Sym) -> "Capture":
-    cap = getattr(_state, "cap", None)
-    if cap is None:
-        raise RuntimeError(f"a value recorded by dynajax.compile ({sym!r}) was used after its step ended; a tensor "
-                           "created inside a compiled step escaped without being returned or stored in a "
-                           "tensor the step keeps alive")
-    return cap
 
 
 def shapes_of(fn, params: dict, pkey: tuple, avals: tuple, args: list):
@@ -180,7 +96,7 @@ class Capture:
         self.gens: list = []            # (generator, old key, Sym given | None)
         self.born: list = []            # weakrefs to tensors created while capturing
         self.born_ids: set = set()      # and their ids (a tensor alive before the step has none of them)
-        self.modules: dict = {}         # id -> each nn.Module called (``_replay`` guards their training flags)
+        self.modules: dict = {}         # id -> each nn.Module called (``compile.replay`` guards their training flags)
         self._module_call = None        # nn.Module.__call__ while it is wrapped to fill ``modules`` (replay only)
         self.by_array: dict = {}        # dual: id(array) -> (array, var)
         self.known: dict = {}           # var -> concrete array (graph breaks)
@@ -223,7 +139,7 @@ class Capture:
                        views.view_scatter.impl, views.assign, views.refresh)
         _tensor._init = _init
         if getattr(self.owner, "_replayer", None) is not None:   # replay guards the modules' training flags
-            from .nn.modules.module import Module
+            from ..nn.modules.module import Module
             orig_call, called = Module.__call__, self.modules.setdefault
 
             def _call(m, *args, **kwargs):
@@ -240,7 +156,7 @@ class Capture:
         registry._hooks.insert(0, self.hook)
         registry.record_creation = True
         if self.dual:
-            from ._vjpcheck import CustomVJPCheck
+            from .vjpcheck import CustomVJPCheck
             self._vjp_check = CustomVJPCheck(self)
             self._vjp_check.install()
         else:
@@ -262,7 +178,7 @@ class Capture:
         (_tensor._init, random._sample, random.Generator.next_key, views._run_chain,
          views.view_scatter.impl, views.assign, views.refresh) = self._saved
         if self._module_call is not None:
-            from .nn.modules.module import Module
+            from ..nn.modules.module import Module
             Module.__call__, self._module_call = self._module_call, None
         _state.cap = None
         _LOCK.release()
@@ -548,6 +464,8 @@ class Capture:
     def _compute(self, s: Sym):
         chain = self._chain(s.idx)
         if len(chain) > 16:
+            # the executable takes only the step's inputs: values earlier breaks computed are recomputed in it
+            chain = self._chain(s.idx, skip_known=False)
             key = (tuple(self.in_avals), tuple(type(x) for x in self.scalars),
                    tuple(self.keys[k] for k in chain), tuple(self.eqns[k][2] for k in chain), (s.idx,))
             exe = self.owner._prefix_executable(key, [self.eqns[k] for k in chain], self)
@@ -568,13 +486,15 @@ class Capture:
             bind(env, ovars, run(*vals))
         return env[s.idx]
 
-    def _chain(self, var: int) -> list:
-        """Positions (in order) of the recorded eqns that ``var`` depends on, skipping known values."""
+    def _chain(self, var: int, skip_known: bool = True) -> list:
+        """Positions (in order) of the recorded eqns that ``var`` depends on, skipping known values
+        unless ``skip_known`` is false."""
         need, chain, stack = set(), [], [var]
         in_vars = set(self.in_vars)
+        known = self.known if skip_known else ()
         while stack:
             v = stack.pop()
-            if v in self.known or v in in_vars:
+            if v in known or v in in_vars:
                 continue
             k = self._producer(v)
             if k in need:
@@ -600,44 +520,6 @@ class Capture:
             hit = self.by_array.get(id(v))
             return hit[1] if hit is not None else None
         return None
-
-
-class scalar_recipes:
-    """Context around one op's ``apply``: ``recipes[pos]()`` recomputes the Python number passed at argument
-    position ``pos`` from where it came from (an optimizer's param group), so that a speculative run
-    (``_speculate``) can pass the number the next call will pass, a scheduled learning rate included.
-    Nothing happens outside a recording or with ``recipes`` None."""
-
-    __slots__ = ("cap", "recipes")
-
-    def __init__(self, recipes) -> None:
-        cap = getattr(_state, "cap", None)
-        self.cap = cap if recipes is not None and cap is not None and not cap.dual else None
-        self.recipes = recipes
-
-    def __enter__(self):
-        if self.cap is not None:
-            self.cap.recipes = self.recipes
-
-    def __exit__(self, *exc) -> None:
-        if self.cap is not None:
-            self.cap.recipes = None
-
-
-def current():
-    """The recording (not verify's dual one) in progress on this thread, or None."""
-    cap = getattr(_state, "cap", None)
-    return None if cap is None or cap.dual or cap.thread != threading.get_ident() else cap
-
-
-def recorded_args(value):
-    """While a step is recorded (not in verify's dual mode): the argument refs of the eqn that computed
-    ``value`` (a Sym; an int ref is a graph var), or None."""
-    cap = getattr(_state, "cap", None)
-    if cap is None or cap.dual or type(value) is not Sym:
-        return None
-    k = cap.prod.get(value.idx)
-    return None if k is None else cap.eqns[k][2]
 
 
 _orig_next_key = random.Generator.next_key

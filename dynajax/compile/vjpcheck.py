@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._tensor import Tensor
-from .autograd import engine
-from .autograd.function import Function, _FunctionOp
+from .._tensor import Tensor
+from ..autograd import engine
+from ..autograd.function import Function, _FunctionOp
 
 
 class CustomVJPCheck:
@@ -64,7 +64,7 @@ class CustomVJPCheck:
 
     def compare(self, hit, gs, res) -> None:
         """Pull ``gs`` back through ``jax.vjp`` of the recorded forward; raise on disagreement."""
-        from ._capture import run_graph
+        from .capture import run_graph
         node, cls, pos, in_vars, in_arrays, (start, end), out_vars = hit
         cap = self.cap
         known = {var: arr for arr, var in cap.by_array.values()}
@@ -95,7 +95,7 @@ class CustomVJPCheck:
         for k, w in zip(diff, want):
             got = res[pos[k]] if pos[k] < len(res) else None
             if got is not None and tuple(got.shape) != tuple(w.shape):
-                from .ops.reduce import sum_to_shape
+                from ..ops.reduce import sum_to_shape
                 cap.busy = True   # as the engine does with a broadcast gradient; not part of the step
                 try:
                     got = sum_to_shape(got, tuple(w.shape))

@@ -27,7 +27,7 @@ time from one call's start to the next was shorter speculated. A key whose
 inputs keep changing under it (a Python number in the forward changed every
 step, grads accumulated across steps) stops speculating after a few misses.
 The fused optimizer updates (every optimizer's but LBFGS) give each of their numbers a
-recipe (``_capture.scalar_recipes``) that reads it again from the param group,
+recipe (``compile.capture.scalar_recipes``) that reads it again from the param group,
 so a learning-rate schedule that steps every call keeps its runs.
 """
 from __future__ import annotations
@@ -38,10 +38,10 @@ import weakref
 
 import jax
 
-from ._capture import _array_type, is_array
-from ._device import STEP_COMPILER_OPTIONS, numbers_on
-from ._tensor import Tensor
-from .lower import _tree_flatten
+from .capture import _array_type, is_array
+from .._device import STEP_COMPILER_OPTIONS, numbers_on
+from .._tensor import Tensor
+from ..lower import _tree_flatten
 
 MISSES_ALLOWED = 2       # misses a key may have, plus one per HITS_PER_MISS hits, before it stops speculating
 HITS_PER_MISS = 16
@@ -257,7 +257,7 @@ def gather(src, args, kwargs):
         elif kind == "f":
             v = obj
         else:
-            if kind == "grad":   # (a replay's source: the .grad of a parameter, ``_replay``)
+            if kind == "grad":   # (a replay's source: the .grad of a parameter, ``compile.replay``)
                 obj = getattr(obj, "grad", None)
             v = obj._value if isinstance(obj, Tensor) and obj._base is None else None
         if not is_array(v):

@@ -1,6 +1,6 @@
 """``dynajax.compile``: a whole define-by-run training step as one cached XLA executable.
 
-Each call runs the Python step again in capture mode (see ``_capture``): ops
+Each call runs the Python step again in capture mode (see ``compile.capture``): ops
 are recorded, not computed, so any Python control flow yields the graph this
 call takes. The recording's structural key (ops, static params, input shapes
 and dtypes, scalar types, which tensors the step rebinds) selects a cached
@@ -9,7 +9,7 @@ buffers, optimizer state, grads, data, the RNG key) plus the Python numbers
 passed to ops, its outputs every value a live tensor holds afterwards. The
 tensors then get those arrays, exactly as if the step had run eagerly.
 
-``backward()`` inside the step is recorded as one op (``_capture_backward``):
+``backward()`` inside the step is recorded as one op (``compile.backward``):
 its Python -- the engine's VJP rules over a tape rebuilt on the forward values
 -- runs once, when the executable is traced, not on every call; where a rule
 cannot run on traced values it is ``jax.vjp`` of the recorded forward. Where
@@ -26,10 +26,10 @@ bypass ops, impure impls). Verify records the backward with the tape, so the
 executable it checks has the tape's VJP ops; both share those rules, so verify also pulls
 the cotangents each custom ``autograd.Function`` backward receives back through
 ``jax.vjp`` of the ops its forward recorded (engine 2) and raises, naming the
-Function, where the hand-written backward disagrees (``_vjpcheck``); registry
+Function, where the hand-written backward disagrees (``compile.vjpcheck``); registry
 ops' rules are checked against ``jax.vjp`` by the op-table tests.
 
-``speculate`` (``_speculate``): where the caller waits for every step, a call
+``speculate`` (``compile.speculate``): where the caller waits for every step, a call
 whose key repeats can dispatch the last call's executable before recording,
 on the arrays its input tensors hold at that moment, and keep the results if
 the recording then selects that executable with exactly those inputs.
@@ -50,12 +50,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _bucketing, _compile_cache, _replay, _rolling
-from ._speculate import Speculator
-from ._device import STEP_COMPILER_OPTIONS, numbers_on
-from ._capture import Capture, Sym, run_graph
-from ._tensor import Tensor
-from .lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
+from . import bucketing as _bucketing, cache as _compile_cache, replay as _replay, rolling as _rolling
+from .speculate import Speculator
+from .._device import STEP_COMPILER_OPTIONS, numbers_on
+from .capture import Capture, Sym, run_graph
+from .._tensor import Tensor
+from .._lru import lru_get, lru_put  # noqa: F401
+from ..lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
 
 __all__ = ["compile", "Compiled", "CompileStats"]
 
@@ -98,7 +99,7 @@ class Compiled:
                  speculate: bool | None = None, replay: bool | int = False) -> None:
         self.fn = fn
         self.roll = roll
-        self.last_loops: list = []   # the rolled loops of the last compile (``_rolling.Loop``)
+        self.last_loops: list = []   # the rolled loops of the last compile (``compile.rolling.Loop``)
         self.verify = verify
         self.cache_size = cache_size
         self.recompile_limit = recompile_limit
@@ -222,7 +223,7 @@ class Compiled:
         return result
 
     def _replay(self, e, args, kwargs):
-        """Run a replay entry's executable without the step's Python (``_replay``): its result, or MISS where
+        """Run a replay entry's executable without the step's Python (``compile.replay``): its result, or MISS where
         some input is gone (the call is then recorded)."""
         got = _replay.inputs(e, args, kwargs)
         if got is None:
@@ -438,24 +439,6 @@ class Compiled:
         return f"<dynajax.compile of {getattr(self.fn, '__name__', self.fn)!r}: {len(self._cache)} executables>"
 
 
-def lru_put(cache, key, value, size: int) -> None:
-    """Insert into an LRU ``OrderedDict``, dropping the least recently used entry past ``size``."""
-    cache[key] = value
-    if len(cache) > size:
-        cache.popitem(last=False)
-
-
-def lru_get(cache, key, size: int, make):
-    """``cache[key]`` (now the most recently used), or ``make()`` inserted with :func:`lru_put`."""
-    value = cache.get(key)
-    if value is None:
-        value = make()
-        lru_put(cache, key, value, size)
-    else:
-        cache.move_to_end(key)
-    return value
-
-
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
             donate: bool = True, roll: bool = True, dynamic: dict | None = None, pad: dict | None = None,
             mesh=None, data_axis: str = "data", param_sharding: str | None = None, speculate: bool | None = None,
@@ -469,22 +452,22 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
 
     ``roll=True`` compiles runs of structurally identical pieces of the graph (RNN
     time steps and their backward, stacks of identical layers) as one
-    ``lax.scan``, so compile time does not grow with their count (``_rolling``).
+    ``lax.scan``, so compile time does not grow with their count (``compile.rolling``).
     ``dynamic={"x": {0: [16, 32, 64]}}`` pads dim 0 of argument ``x`` up to the
     next bucket (an int: a multiple of it), with ``pad={"x": value}`` (default 0),
     so every length in a bucket runs one executable; recurrent layers keep their
     state past the true length and returned tensors are sliced back along every dim whose size is a padded
     size, by size alone: a returned dim that only equals a bucket size (a hidden size) is cut too
-    (``_bucketing``).
+    (``compile.bucketing``).
     A length whose bucket has no executable yet runs in a larger bucket that has
     one, until the time its extra padding costs adds up to a compile
     (``stats.bucket_reuses`` counts those calls).
     ``speculate``: where a key repeats, dispatch its executable on the arrays the last call's inputs
-    hold now before recording the call, and keep its results if the recording matches (``_speculate``):
+    hold now before recording the call, and keep its results if the recording matches (``compile.speculate``):
     capture then overlaps the executable where the caller waits for every step. None (default): once
     the capture time the device sat idle through adds up to a compile of the non-donating twin this
     needs; True: from a key's second call; False: never.
-    ``replay=True`` (``_replay``) skips the step's Python on calls whose arguments match a recording
+    ``replay=True`` (``compile.replay``) skips the step's Python on calls whose arguments match a recording
     (tree, shapes, dtypes, Python values; grad mode and the called modules' ``training`` flags too)
     once two recordings in a row chose the same graph: the
     executable runs on the arrays the step's tensors hold now, with the optimizer's numbers read again.
@@ -518,9 +501,9 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
 
 class _Bucketed(Compiled):
     """A compiled step whose declared dims are padded up to bucket sizes (``compile(dynamic=...)``,
-    see ``_bucketing``): every size within a bucket runs one executable, and a size whose bucket has
+    see ``compile.bucketing``): every size within a bucket runs one executable, and a size whose bucket has
     no executable yet runs in a larger one that has, until the padding it costs there adds up to a
-    compile (``_bucketing.Sizes``)."""
+    compile (``compile.bucketing.Sizes``)."""
 
     def __init__(self, fn, dynamic: dict, pad: dict, *rest, **kw) -> None:
         super().__init__(fn, *rest, **kw)
@@ -577,7 +560,7 @@ def _sharded_layout(mesh, data_axis, param_sharding, verify: bool, cache_size: i
         return None
     if verify:
         raise ValueError("dynajax.compile: verify=True runs on one device; drop mesh= to verify a step")
-    from .distributed import Layout
+    from ..distributed import Layout
     return Layout(mesh, data_axis, param_sharding, cache_size)
 
 
@@ -605,13 +588,16 @@ def _merge_donated(donated, kept, donate, n):
 def _donatable(cap: Capture, targets: dict, input_vars: dict) -> tuple:
     """Inputs whose tensors all get new values: their buffers die with the step, so they are donated."""
     still_read = {var for _, var, _ in targets.values() if var in input_vars}
-    return tuple([i for i, v in enumerate(cap.in_vars) if v not in still_read])
+    # a generator's key input is donated only when the step gives the generator a new key
+    rekeyed = {id(g) for g, _, kind in targets.values() if kind == "g"}
+    unkeyed = {s.idx for g, _, s in cap.gens if s is not None and id(g) not in rekeyed}
+    return tuple([i for i, v in enumerate(cap.in_vars) if v not in still_read and v not in unkeyed])
 
 
 def _unshare(cap: Capture, donate: tuple) -> None:
     """Pass a copy for a donated input whose array is also held elsewhere -- by another input, or by
     something outside the step (arrays are shared freely: ``deepcopy``, ``tensor(t)``, ...) -- since
-    donating it would delete it under that holder. (A replayed call checks its own: ``_replay.split``.)"""
+    donating it would delete it under that holder. (A replayed call checks its own: ``compile.replay.split``.)"""
     inputs, src = cap.inputs, cap.in_src
     getrefcount = sys.getrefcount
     # First the usual case, without counting: an input from a tensor or a generator has its record in

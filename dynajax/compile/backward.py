@@ -17,7 +17,7 @@ during capture, as eagerly.
 
 Graphs of more than ``MAX_NODES`` nodes, or with one op ``LOOP_REPEATS`` times
 (a Python loop over a cell), keep the tape's VJP ops as eqns of the step, so
-loop rolling (``_rolling``) can roll an unrolled RNN's backward into a scan as
+loop rolling (``compile.rolling``) can roll an unrolled RNN's backward into a scan as
 it rolls its forward. The tape runs for such a graph once: the eqns it records
 are kept as a :class:`_Template` under the graph's signature (each node's op,
 static params, input vars, shapes and detach points, the leaves, the
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import jax
 
-from ._capture import Sym, bind
-from ._tensor import _make
-from .autograd import engine
-from .autograd.function import _FunctionOp
+from .capture import Sym, bind
+from .._tensor import _make
+from ..autograd import engine
+from ..autograd.function import _FunctionOp
 
 
 def _vjp_formulation(env, plan):
@@ -59,8 +59,8 @@ def _vjp_formulation(env, plan):
 
 def _tape_formulation(env, plan):
     """Leaf gradients by the engine's own VJP rules over a tape rebuilt on the forward values."""
-    from .autograd.engine import grad
-    from .ops import registry
+    from ..autograd.engine import grad
+    from ..ops import registry
     nodes, pairs, ins, roots, cots, nleaves = plan
     leaf_t = [_make(env[v], True) for _, v in pairs]
     pair_of = {p: i for i, p in enumerate(pairs)}

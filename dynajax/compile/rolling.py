@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._capture import _SHAPES
+from .capture import _SHAPES
 
 MIN_TRIPS = 4      # shorter repetitions stay unrolled
 MIN_EQNS = 24      # so do runs covering fewer eqns (a few repeated elementwise ops are not a loop)
