@@ -5,10 +5,8 @@
 >>> z = x + y; z.backward(); print(x.grad)
 tensor(1.)
 """
-import jax as _jax
-
-_jax.config.update("jax_enable_x64", True)  # PyTorch's int64/float64; dtypes are always passed explicitly
-
+# PyTorch's int64/float64 need JAX's 64-bit types: dynajax turns them on for its own work only, per thread
+# (``_dtype.x64``), and leaves JAX's global configuration as the user has it (docs/jax.md).
 from . import autograd as autograd  # noqa: E402
 from . import ops as _ops  # noqa: E402,F401
 from . import random as random  # noqa: E402
@@ -109,6 +107,11 @@ def numel(input: Tensor) -> int:
 from . import linalg as linalg  # noqa: E402
 from . import fft as fft  # noqa: E402
 from . import special as special  # noqa: E402
+from . import masked as masked  # noqa: E402
+from .nn.functional import channel_shuffle as channel_shuffle  # noqa: E402
+from .nn.functional import constant_pad_nd as constant_pad_nd  # noqa: E402
+from .nn.functional import native_group_norm as native_group_norm  # noqa: E402
+from .nn.functional import native_layer_norm as native_layer_norm  # noqa: E402
 from . import accelerator as accelerator  # noqa: E402
 from . import backends as backends  # noqa: E402
 from . import onnx as onnx  # noqa: E402

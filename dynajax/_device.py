@@ -9,6 +9,8 @@ import warnings
 import jax
 import jax.numpy as jnp
 
+from ._dtype import x64 as _x64
+
 _PLATFORM = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "tpu": "tpu", "mps": "METAL"}
 
 
@@ -91,6 +93,7 @@ def names(dev, jdev) -> bool:
 _NUMBERS: dict = {}   # (jax.Device, type, value, repr of a zero) -> its array there (numbers_on)
 
 
+@_x64.wrap
 def numbers_on(numbers: list, dev) -> list:
     """The Python numbers a compiled step's executable takes, as arrays on the jax.Device ``dev`` made once per
     value (``dev`` None: as they are). A jit call copies every Python number it is passed to the device, and a
@@ -207,6 +210,7 @@ def device_of(array) -> device:
     return device(t if t in _PLATFORM else "cpu", d.id if t != "cpu" else None)
 
 
+@_x64.wrap
 def put(array, dev):
     """Place ``array`` on device ``dev`` (None keeps it where it is)."""
     if dev is None:

@@ -6,7 +6,9 @@ etc. are :class:`dtype` objects that map one to one onto those.
 from __future__ import annotations
 
 import builtins as _b
+import functools
 
+import jax as _jax
 import ml_dtypes
 import numpy as np
 
@@ -308,3 +310,39 @@ def checked_scalar(value, np_dtype, halves_wide: _b.bool = False):
 
 def _overflow(d: np.dtype):
     raise RuntimeError(f"value cannot be converted to type {_CONVERT_NAMES[from_np(d).name]} without overflow")
+
+
+# ---------------------------------------------------------------- 64-bit types, for dynajax only
+# PyTorch's int64/float64 need JAX's 64-bit mode, which is off by default and, set with
+# ``jax.config.update``, would change every JAX program of the process. dynajax turns it on only for the
+# thread it is working on and only while it works: JAX's own thread-local value of the flag (what
+# ``with jax.enable_x64(True)`` sets), written directly through the flag's ``swap_local``/``set_local``
+# (~0.1 us for both; the context manager costs ~0.5 us, more under load). An op dispatch
+# (``ops.registry.run``), tensor creation, lowering and compiled steps enter it; nested entries are free.
+_X64 = _jax.enable_x64
+x64_swap = _X64.swap_local   # x64_swap(True) -> the thread's previous value, for x64_set
+x64_set = _X64.set_local
+
+
+class x64:
+    """Context manager and decorator: JAX's 64-bit types on for this thread inside, as they were after."""
+
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        self.prev = x64_swap(True)
+
+    def __exit__(self, *exc) -> None:
+        x64_set(self.prev)
+
+    @staticmethod
+    def wrap(fn):
+        """``fn`` running with 64-bit types on (a decorator for dynajax's entry points)."""
+        @functools.wraps(fn)
+        def in_x64(*args, **kwargs):
+            prev = x64_swap(True)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                x64_set(prev)
+        return in_x64

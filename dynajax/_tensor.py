@@ -12,9 +12,9 @@ import operator
 
 import numpy as np
 
-from . import _device, _dtype, _epoch
+from . import _deferred, _device, _dtype, _epoch
 from ._format import tensor_repr
-from .ops.dispatch import value_aval
+from .ops.dispatch import current, value_aval
 from .autograd import grad_mode
 from .ops import registry
 
@@ -128,9 +128,15 @@ class Tensor:
             if tuple(gs) != tuple(s):
                 raise RuntimeError(f"attempting to assign a gradient of size '{list(gs)}' to a tensor of size "
                                    f"'{list(s)}'. Please ensure that the gradient and the tensor are the same size")
+        cap = current()   # (a compiled step that raises gives .grad back: ``Capture.note_grad``)
+        if cap is not None:
+            cap.note_grad(self)
         self._grad = g
 
     def _del_grad(self) -> None:
+        cap = current()
+        if cap is not None:
+            cap.note_grad(self)
         self._grad = None
 
     grad = property(operator.attrgetter("_grad"), _set_grad, _del_grad,
@@ -255,11 +261,15 @@ class Tensor:
         """The value of a one-element tensor as a Python number."""
         if self._value.size != 1:
             raise RuntimeError(f"a Tensor with {self._value.size} elements cannot be converted to Scalar")
+        if _deferred.PENDING:   # a host read: an earlier compiled step's failed index check is raised here
+            _deferred.surface()
         if self._base is not None:
             self._sync()
         return np.asarray(self._value).reshape(()).item()
 
     def tolist(self):
+        if _deferred.PENDING:
+            _deferred.surface()
         if self._base is not None:
             self._sync()
         return np.asarray(self._value).tolist()
@@ -267,11 +277,15 @@ class Tensor:
     def numpy(self, force: bool = False) -> np.ndarray:
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if _deferred.PENDING:
+            _deferred.surface()
         if self._base is not None:
             self._sync()
         return np.asarray(self._value)
 
     def __array__(self, dtype=None, copy=None):
+        if _deferred.PENDING:
+            _deferred.surface()
         a = np.asarray(self.detach()._value)
         return a.astype(dtype) if dtype is not None else a
 
@@ -325,6 +339,8 @@ class Tensor:
     __hash__ = object.__hash__   # by identity, as PyTorch's (C-level: optimizer state and hook tables key on tensors)
 
     def __repr__(self) -> str:
+        if _deferred.PENDING:
+            _deferred.surface()
         if self._base is not None:
             self._sync()
         return tensor_repr(self)
@@ -463,6 +479,7 @@ def _empty_value():
     return jnp.zeros((0,), _dtype.get_default_dtype().np)
 
 
+@_dtype.x64.wrap
 def _rebuild(array, requires_grad):
     import jax.numpy as jnp
     return _make(jnp.asarray(array), requires_grad)
@@ -481,14 +498,19 @@ upcalls = _Upcalls()
 
 
 def upcall(fn):
-    """Register ``fn`` as the upcall of its name (a decorator, used by the floors above)."""
+    """Register ``fn`` as the upcall of its name (a decorator, used by the floors above); it runs, and the
+    decorated name is bound, with JAX's 64-bit types on (``_dtype.x64``)."""
+    fn = _dtype.x64.wrap(fn)
     setattr(upcalls, fn.__name__, fn)
     return fn
 
 
 def method(*names):
-    """Attach the decorated function to Tensor under ``names`` (the first name by default)."""
+    """Attach the decorated function to Tensor under ``names`` (the first name by default), running with
+    JAX's 64-bit types on (``_dtype.x64``: methods that make arrays without an op, ``new_tensor``,
+    ``uniform_``, need them; for the others, one op each, it costs ~0.1 us)."""
     def attach(fn):
+        fn = _dtype.x64.wrap(fn)
         for n in names or (fn.__name__,):
             setattr(Tensor, n, fn)
         return fn

@@ -75,6 +75,7 @@ import numpy as np
 from jax.sharding import NamedSharding as NamedSharding
 from jax.sharding import PartitionSpec as PartitionSpec
 
+from . import _dtype
 from ._device import STEP_COMPILER_OPTIONS
 from ._lru import lru_get
 from ._tensor import Tensor, _make, method
@@ -241,6 +242,7 @@ def barrier(group=None, async_op: bool = False, device_ids=None) -> None:
 
 
 # ---------------------------------------------------------------- tensors
+@_dtype.x64.wrap
 def _put(arr, sharding):
     """``arr`` laid out as ``sharding`` as a new buffer (never an alias: the result may be donated).
 
@@ -304,6 +306,7 @@ def shard(self: Tensor, mesh, spec=None) -> Tensor:
     return run(_shard, functools.partial(_put, sharding=sharding), (self,), {"sharding": sharding})
 
 
+@_dtype.x64.wrap
 def global_batch(local, mesh, data_axis: str = "data") -> Tensor:
     """The global batch from this process's rows ``local`` (concatenated over processes in rank order),
     split along dim 0 over ``data_axis``."""
@@ -312,6 +315,7 @@ def global_batch(local, mesh, data_axis: str = "data") -> Tensor:
     return _make(jax.make_array_from_process_local_data(sharding, np.asarray(local)), False)
 
 
+@_dtype.x64.wrap
 def gather(tensor) -> np.ndarray:
     """The full value of ``tensor`` as a numpy array, also when its shards live in other processes (then
     it is a collective: every process must call it, in the same order)."""

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import random
+from ._dtype import x64 as _x64
 from ._tensor import Tensor, _make
 from .autograd import grad_mode
 from .lower import _is_float, _tree_flatten, lower
@@ -177,6 +178,7 @@ class _Transformed:
         """The pure JAX function for arguments shaped like ``args``."""
         return self._build(args)
 
+    @_x64.wrap
     def __call__(self, *args, **kwargs):
         if kwargs:   # passed through to ``func`` as they are, neither transformed nor mapped (as torch.func)
             return self._remake(functools.partial(self.func, **kwargs))(*args)
@@ -263,6 +265,7 @@ def hessian(func: Callable, argnums=0) -> Callable:
                         lambda f: hessian(f, argnums))
 
 
+@_x64.wrap
 def vjp(func: Callable, *primals, has_aux: bool = False):
     """``(output, vjp_fn)``: ``vjp_fn(cotangents)`` returns one gradient per primal (as ``torch.func.vjp``).
 
@@ -274,6 +277,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
 
     orders = _dict_orders(primals, {})
 
+    @_x64.wrap
     def vjp_fn(*cotangents):
         ct = cotangents[0] if len(cotangents) == 1 else cotangents
         return _in_arg_order(_to_tensors(tuple(pull(_to_arrays(ct)))), orders)
@@ -282,6 +286,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     return _to_tensors(out), vjp_fn
 
 
+@_x64.wrap
 def jvp(func: Callable, primals: tuple, tangents: tuple, has_aux: bool = False):
     """``(output, jvp_out)``: forward-mode derivative of ``func`` at ``primals`` along ``tangents``."""
     primals, tangents = tuple(primals), tuple(tangents)

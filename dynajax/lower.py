@@ -27,6 +27,7 @@ import numpy as np
 
 from . import _tensor
 from ._device import user_frame
+from ._dtype import x64 as _x64
 from ._tensor import Tensor, _make
 from .autograd import grad_mode
 from .autograd.engine import _collect
@@ -163,7 +164,7 @@ class Lowered:
             return self._evaluate(env)
         fn.__name__ = f"lowered_{self.name}"
         fn.__doc__ = f"Pure JAX function lowered from {self.name}."
-        return fn
+        return _x64.wrap(fn)   # the ops' own dtypes (int64, float64) whatever the caller's JAX mode (docs/jax.md)
 
     @staticmethod
     def _check_arg(v: Var, a):
@@ -197,6 +198,7 @@ class Lowered:
         """Current arrays of ``params``, in the order ``fn`` takes them."""
         return tuple(t.detach()._value for t in self.params.values())
 
+    @_x64.wrap
     def __call__(self, *args):
         """Run the jitted lowered function on tensors (or arrays); returns dynajax tensors."""
         if self._jitted is None:
@@ -424,6 +426,7 @@ def _closure_names(fn) -> dict:
     return found
 
 
+@_x64.wrap
 def lower(fn: Callable, *example_args, name: str | None = None) -> Lowered:
     """Run ``fn(*example_args)`` once, tracing every op, and return it as a :class:`Lowered`.
 
@@ -542,6 +545,7 @@ def _rename(eqns: list) -> None:
 
 
 # ---------------------------------------------------------------- lower_graph: the recorded tape
+@_x64.wrap
 def lower_graph(outputs, inputs=None, allow_unused: bool = False) -> Lowered:
     """Lower the recorded autograd graph from ``inputs`` (tensors) to ``outputs``.
 

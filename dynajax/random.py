@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._device import cuda, host_made
+from ._dtype import x64 as _x64
 from ._tensor import _make
 from .ops import registry
 
@@ -40,6 +41,7 @@ class Generator:
     def initial_seed(self) -> int:
         return self._seed
 
+    @_x64.wrap
     def get_state(self):
         """The stream's state as a uint8 tensor (PyTorch's type), usable with ``dynajax.save``."""
         return _make(jnp.asarray(np.asarray(self._key, np.uint32).view(np.uint8)))
@@ -88,6 +90,7 @@ def set_rng_state(state) -> None:
     default_generator.set_state(state)
 
 
+@_x64.wrap
 def next_key(generator: Generator | None = None):
     """A fresh jax PRNG key from ``generator`` (default stream if None)."""
     return (generator or default_generator).next_key()
@@ -141,6 +144,7 @@ def _draw(key, a, b, kind, shape, dtype):
 _ELEMENTWISE = frozenset({"uniform", "normal", "randint", "bernoulli"})   # numbers drawn one per element
 
 
+@_x64.wrap
 def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
     """Draw an array: kind is uniform [a, b), normal (mean a, std b), randint [a, b), bernoulli (p=a),
     permutation (of ``range(shape[0])``, ``shape`` 1-d), multinomial or multinomial_distinct (``shape[-1]``

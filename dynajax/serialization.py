@@ -371,6 +371,7 @@ def _load_dynajax_zip(z: zipfile.ZipFile, map_location, src: str):
                            f"({type(e).__name__}: {e})") from None
 
 
+@_dtype.x64.wrap
 def _decode(x, arrays, cache: dict, device):
     if not isinstance(x, dict):
         return x

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._dtype import x64 as _x64
 from ._tensor import Tensor, _make
 from .autograd import grad_mode
 from .autograd.engine import grad as _tape_grad
@@ -156,6 +157,7 @@ class _Setup:
         return plus, minus
 
 
+@_x64.wrap
 def check_grads(fn: Callable, inputs, order: int = 2, *, eps: float = 1e-6, rtol: float = 1e-5,
                 atol: float = 1e-7, fd_rtol: float = 1e-5, fd_atol: float = 1e-6, seed: int = 0) -> None:
     """Cross-check ``fn``'s gradients at ``inputs`` (computed in float64):
@@ -247,6 +249,7 @@ def _tape_cotangents(rule_out, ins, in_vals) -> list:
     return out
 
 
+@_x64.wrap
 def check_op_vjps(low: Lowered, *args, seed: int = 0, rtol: float = 1e-5, atol: float = 1e-7,
                   _first: bool = False) -> list[str]:
     """Compare every recorded op's tape VJP rule with ``jax.vjp`` of its impl on the recorded values.
@@ -276,6 +279,13 @@ def _val(x, env):
     return x.value if isinstance(x, Lit) else env.get(id(x), x.value)
 
 
+def _random_cotangent(rng, v):
+    g = rng.standard_normal(v.shape)
+    if np.dtype(v.dtype).kind == "c":
+        g = g + 1j * rng.standard_normal(v.shape)
+    return jnp.asarray(g).astype(v.dtype)
+
+
 def _check_eqn(e, env, rng, rtol, atol) -> str | None:
     if e.op is None or e.op.rule is None:
         return None
@@ -284,8 +294,10 @@ def _check_eqn(e, env, rng, rtol, atol) -> str | None:
     fouts = [k for k, v in enumerate(e.outs) if _is_float(v.dtype)]
     if not fpos or not fouts:
         return None
-    gs = [jnp.asarray(rng.standard_normal(v.shape)).astype(v.dtype) if _is_float(v.dtype) else None
-          for v in e.outs]
+    gs = [_random_cotangent(rng, v) if _is_float(v.dtype) else None for v in e.outs]
+    # PyTorch's VJP of a complex function is the conjugate of JAX's along the conjugate cotangent
+    # (conj(jax_vjp(conj(g)))); both are the same real-linear map, written in two conventions
+    cplx = any(np.dtype(v.dtype).kind == "c" for v in (*e.outs, *(e.ins[j] for j in fpos)))
 
     def f(*fv):
         full = list(vals)
@@ -294,15 +306,32 @@ def _check_eqn(e, env, rng, rtol, atol) -> str | None:
         r = e.op.impl(*full, **e.params)
         return r if len(e.outs) == 1 else tuple(r[k] for k in fouts)
     ct = gs[0] if len(e.outs) == 1 else tuple(gs[k] for k in fouts)
+    if cplx:
+        ct = jax.tree_util.tree_map(jnp.conj, ct)
     jct = jax.jit(lambda xs, ct: jax.vjp(f, *xs)[1](ct))([vals[j] for j in fpos], ct)
+    if cplx:
+        jct = [np.conj(np.asarray(c)) for c in jct]
     outs = [_make(env[id(v)]) for v in e.outs]
     g_t = [_make(g) if g is not None else _make(jnp.zeros(v.shape, v.dtype)) for g, v in zip(gs, e.outs)]
+    args = (g_t[0] if len(e.outs) == 1 else tuple(g_t), outs[0] if len(e.outs) == 1 else tuple(outs),
+            *[_make(v, _is_float(x.dtype)) if isinstance(x, Var) else v for x, v in zip(e.ins, vals)])
+    undefined = set()   # inputs whose derivative the op declares not implemented (PyTorch raises when asked)
     with grad_mode.no_grad():
-        r = e.op.rule(g_t[0] if len(e.outs) == 1 else tuple(g_t), outs[0] if len(e.outs) == 1 else tuple(outs),
-                      *[_make(v, _is_float(x.dtype)) if isinstance(x, Var) else v for x, v in zip(e.ins, vals)],
-                      **e.params)
+        if e.op.per_input is None:
+            r = e.op.rule(*args, **e.params)
+        else:
+            r = []
+            for j, rule in enumerate(e.op.per_input):
+                try:
+                    r.append(None if rule is None else rule(*args, **e.params))
+                except NotImplementedError:
+                    undefined.add(j)
+                    r.append(None)
+            r = tuple(r)
     tape = _tape_cotangents(r, e.ins, vals)
     for jj, j in enumerate(fpos):
+        if j in undefined:
+            continue
         a = tape[j] if j < len(tape) else None
         b = np.asarray(jct[jj])
         if a is None:
@@ -355,7 +384,8 @@ def _check_foreign(low: Lowered, item, env, rng, rtol, atol) -> str | None:
 
 
 def _op_msg(name, where, j, note, a, b) -> str:
-    ea, er = _errors(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    wide = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(b) else np.float64
+    ea, er = _errors(np.asarray(a, wide), np.asarray(b, wide))
     loc = f" at {_where_str(where)}" if where else ""
     return (f"'{name}'{loc}: cotangent of its input {j} differs{' (' + note + ')' if note else ''}: "
             f"max abs error {ea:.3g}, max rel error {er:.3g}")

@@ -7,11 +7,11 @@ import sys
 import dynajax as dj
 
 
-def parser(doc: str, steps: int | None = None) -> argparse.ArgumentParser:
+def parser(doc: str, steps: int | None = None, steps_help: str = "optimizer steps") -> argparse.ArgumentParser:
     """A parser described by the script's docstring, with ``--device`` and (if ``steps``) ``--steps``."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     if steps is not None:
-        ap.add_argument("--steps", type=int, default=steps, help=f"optimizer steps (default {steps})")
+        ap.add_argument("--steps", type=int, default=steps, help=f"{steps_help} (default {steps})")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or tpu (default cpu)")
     return ap
 

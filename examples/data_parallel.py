@@ -8,16 +8,41 @@ model, from the same initial weights, train side by side on the same batches:
 one on a single device, one on the mesh; the script prints each step's loss
 and throughput for both, and checks that the losses agree.
 
-On a machine with one CPU, ``--simulate 8`` splits it into 8 JAX devices (the
-point is to see it run: they share the same cores, so expect a ratio near 1).
+By default the script splits the CPU into 4 JAX devices (``--simulate 4``: it sets
+``XLA_FLAGS=--xla_force_host_platform_device_count=4`` before JAX starts), so even a laptop compares 1
+device with several. Simulated devices share the same cores, so expect a throughput ratio near or below 1:
+the point is that the mesh runs the unchanged step and gets the same losses. ``--simulate 0`` uses the
+devices the machine has (GPUs with ``--device cuda``).
 
-    python examples/data_parallel.py [--steps 20] [--batch 256] [--fsdp] [--simulate 8] [--device cpu]
+    python examples/data_parallel.py [--steps 20] [--batch 256] [--fsdp] [--simulate 4] [--device cpu]
 """
 from __future__ import annotations
 
+import os
+import re
 import statistics
 import sys
 import time
+
+SIMULATE = 4   # CPU devices the default run splits the machine into
+
+
+def _simulated(argv: list) -> int:
+    """The --simulate value on a command line (without parsing the rest, before JAX is imported)."""
+    for i, a in enumerate(argv):
+        if a == "--simulate" and i + 1 < len(argv):
+            return int(argv[i + 1]) if argv[i + 1].isdigit() else SIMULATE
+        if a.startswith("--simulate="):
+            v = a.partition("=")[2]
+            return int(v) if v.isdigit() else SIMULATE
+    return SIMULATE
+
+
+if __name__ == "__main__" and _simulated(sys.argv[1:]) > 1:
+    # JAX reads XLA_FLAGS once, when it starts its CPU backend: set before anything imports it (a device
+    # count already there gives way to the one asked for)
+    _flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", os.environ.get("XLA_FLAGS", ""))
+    os.environ["XLA_FLAGS"] = f"{_flags} --xla_force_host_platform_device_count={_simulated(sys.argv[1:])}".strip()
 
 import numpy as np
 
@@ -103,14 +128,16 @@ def parse_args(argv=None):
     ap = _cli.parser(__doc__, steps=20)
     ap.add_argument("--batch", type=int, default=256, help="global batch size (default 256)")
     ap.add_argument("--fsdp", action="store_true", help="shard parameters and optimizer state too")
-    ap.add_argument("--simulate", type=int, default=0, metavar="N", help="split the CPU into N JAX devices")
-    known, _ = ap.parse_known_args(argv)
-    if known.simulate:   # before _cli.parse looks at the devices (which starts JAX)
-        try:
-            dj.distributed.simulate_cpu_devices(known.simulate)
-        except RuntimeError as exc:
-            sys.exit(f"{ap.prog}: error: {exc}")
-    return _cli.parse(ap, argv)
+    ap.add_argument("--simulate", type=int, default=SIMULATE, metavar="N",
+                    help=f"split the CPU into N JAX devices (default {SIMULATE}; 0: the devices there are)")
+    args = _cli.parse(ap, argv)
+    if args.simulate < 0:
+        sys.exit(f"{ap.prog}: error: --simulate must be 0 or a positive integer, got {args.simulate}")
+    if args.device == "cpu" and args.simulate > 1 and len(dj.distributed.devices("cpu")) != args.simulate:
+        sys.exit(f"{ap.prog}: error: --simulate {args.simulate}: JAX has already started its devices "
+                 f"({len(dj.distributed.devices('cpu'))} CPU devices); run the script directly, which sets "
+                 "XLA_FLAGS before JAX starts")
+    return args
 
 
 if __name__ == "__main__":

@@ -3,16 +3,18 @@
 The model runs its recurrent cell once per element of the input and then picks
 one of two heads from the sign of the input. Two inputs of different length and
 sign therefore record two different graphs; each is written as Graphviz DOT
-(and as SVG when Graphviz's ``dot`` program is installed).
+(and as SVG when Graphviz's ``dot`` program is installed). Before drawing, the model takes ``--steps``
+steps of SGD on both inputs (a target of +1 for one, -1 for the other): each step's backward walks the
+graph that input recorded.
 
-    python examples/graph_visualization.py [--out graphs] [--device cpu]
+    python examples/graph_visualization.py [--steps 10] [--out graphs] [--device cpu]
 """
 from __future__ import annotations
 
 import os
 import shutil
 
-import _cli  # --device flag shared by the examples
+import _cli  # --steps/--device flags shared by the examples
 import dynajax as dj
 from dynajax import nn
 
@@ -34,12 +36,32 @@ class TinyDynamicNet(nn.Module):
         return head(h).sum()
 
 
-def main(out: str = "graphs", device="cpu", seed: int = 0, verbose: bool = True) -> dict:
-    """Record the model on two inputs, write their graphs to ``out``; return op counts and paths."""
+TARGETS = {"short_positive": 1.0, "long_negative": -1.0}
+
+
+def train(model: nn.Module, inputs: dict, steps: int) -> list:
+    """``steps`` SGD steps on both inputs; the summed squared error before each step."""
+    opt = dj.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = sum((model(xs) - TARGETS[name]) ** 2 for name, xs in inputs.items())
+        loss.backward()   # through both recorded graphs, each with its own length and head
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main(out: str = "graphs", device="cpu", seed: int = 0, verbose: bool = True, steps: int = 10) -> dict:
+    """Train ``steps`` steps, record the model on two inputs, write their graphs to ``out``; return op counts,
+    paths and the losses."""
     dj.manual_seed(seed)
     model = TinyDynamicNet().to(device)
     inputs = {"short_positive": [dj.rand(1, 4, device=device) for _ in range(2)],
               "long_negative": [-dj.rand(1, 4, device=device) for _ in range(4)]}
+    losses = train(model, inputs, steps)
+    if verbose:
+        print(f"{steps} SGD steps on both inputs: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     os.makedirs(out, exist_ok=True)
     ops, paths = {}, []
     for name, xs in inputs.items():
@@ -55,16 +77,16 @@ def main(out: str = "graphs", device="cpu", seed: int = 0, verbose: bool = True)
         print("wrote " + ", ".join(paths))
         if not shutil.which("dot"):
             print("(install Graphviz to get SVG files too, or render the .dot files with any DOT viewer)")
-    return {"ops": ops, "paths": paths}
+    return {"ops": ops, "paths": paths, "losses": losses}
 
 
 def parse_args(argv=None):
     """Command-line flags (see _cli.py)."""
-    ap = _cli.parser(__doc__)
+    ap = _cli.parser(__doc__, steps=10)
     ap.add_argument("--out", default="graphs", help="directory for the .dot/.svg files (default graphs)")
     return _cli.parse(ap, argv)
 
 
 if __name__ == "__main__":
     args = parse_args()
-    main(args.out, args.device)
+    main(args.out, args.device, steps=args.steps)

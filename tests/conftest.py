@@ -16,3 +16,22 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("dynajax", derandomize=True, max_examples=25, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dynajax"))
+
+
+import jax
+import pytest
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "x64: the test runs JAX itself on float64/int64 reference computations, so "
+                                       "with JAX's 64-bit types on (as a user of JAX on 64-bit values must: "
+                                       "docs/jax.md); the rest of the suite runs in JAX's default 32-bit mode")
+
+
+@pytest.fixture(autouse=True)
+def _jax_x64_for_marked_tests(request):
+    if request.node.get_closest_marker("x64") is None:
+        yield
+        return
+    with jax.enable_x64(True):
+        yield

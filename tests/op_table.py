@@ -155,6 +155,9 @@ _ints = lambda r: [r.integers(-8, 8, S), r.integers(-8, 8, S)]  # noqa: E731
 for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     entry(_n, getattr(dj, _n), _ints, order=0)
 _shifts = lambda r: [r.integers(-8, 8, S), r.integers(0, 4, S)]  # noqa: E731
+entry("gcd", dj.gcd, _ints, order=0)
+entry("lcm", dj.lcm, _ints, order=0)
+entry("nextafter", dj.nextafter, two(normal(*S), normal(*B)), order=1)
 entry("bitwise_left_shift", dj.bitwise_left_shift, _shifts, order=0)
 entry("bitwise_right_shift", dj.bitwise_right_shift, _shifts, order=0)
 entry("where", lambda c, x, y: dj.where(c, x, y),
@@ -520,3 +523,35 @@ entry("linalg_lu_factor_ex", lambda a: dj.linalg.lu_factor(a).LU, normal(4, 4))
 entry("lu_permutation", lambda a: dj.linalg.lu(a).P, normal(3, 3), order=0)
 entry("linalg_pinv", lambda a: dj.linalg.pinv(a), normal(3, 4))
 entry("linalg_matrix_exp", lambda a: dj.linalg.matrix_exp(a), lambda r: [0.5 * r.standard_normal((3, 3))], order=1)
+
+
+# ---------------------------------------------------------------- issue 37: complex numbers, FFT, torch.special
+# complex values enter and leave through view_as_complex/view_as_real, so the gradient checks run on real numbers
+def _c(x):
+    return dj.view_as_complex(x)
+
+
+entry("view_as_complex", lambda x: dj.real(_c(x) * _c(x)), normal(3, 2))
+entry("view_as_real", lambda a, b: dj.view_as_real(dj.complex(a, b) * dj.complex(b, a)), two(normal(3), normal(3)))
+entry("complex", lambda a, b: dj.view_as_real(dj.complex(a, b)), two(normal(3), normal(3)))
+entry("real", lambda x: dj.real(_c(x)) * 2, normal(3, 2))
+entry("imag", lambda x: dj.imag(_c(x)) * 2, normal(3, 2))
+entry("angle", lambda x: dj.angle(_c(x)), lambda r: [r.standard_normal((4, 2)) + np.array([2.0, 0.0])])
+entry("fft_c2c", lambda x: dj.view_as_real(dj.fft.fft(_c(x))), normal(2, 4, 2))
+entry("fft_r2c", lambda x: dj.view_as_real(dj.fft.rfft(x)), normal(2, 6))
+entry("fft_resize", lambda x: dj.view_as_real(dj.fft.rfft(x, n=8)), normal(5))
+_irfft = lambda x: dj.fft.irfft(_c(x), n=6)  # noqa: E731
+entry("fft_c2r", _irfft, normal(4, 2))
+entry("fft_twice_mirrored", vjp_of(_irfft), cat_inputs(normal(4, 2), normal(6)), order=1)
+for _n, _gen, _order in [
+    ("entr", uniform(0.2, 3, *S), 2), ("erfcx", normal(*S), 2), ("i0", normal(*S), 2), ("i0e", away([0], 0.2, *S), 2),
+    ("i1", normal(*S), 2), ("i1e", away([0], 0.2, *S), 2), ("log_ndtr", normal(*S), 2), ("ndtr", normal(*S), 2),
+    ("ndtri", uniform(0.1, 0.9, *S), 2), ("modified_bessel_i0", normal(*S), 0),
+    ("modified_bessel_i1", normal(*S), 0), ("spherical_bessel_j0", normal(*S), 0),
+]:
+    entry(_n, getattr(dj.special, _n), _gen, order=_order)
+# gradients with respect to the first argument are not defined (as in PyTorch): it is a constant here
+entry("special_gammainc", lambda x: dj.special.gammainc(dj.tensor(1.5, dtype=x.dtype), x), uniform(0.3, 3, *S))
+entry("special_gammaincc", lambda x: dj.special.gammaincc(dj.tensor(1.5, dtype=x.dtype), x), uniform(0.3, 3, *S))
+entry("special_zeta", lambda q: dj.special.zeta(dj.tensor(2.5, dtype=q.dtype), q), uniform(0.5, 2, *S))
+entry("special_xlog1py", dj.special.xlog1py, two(normal(*S), uniform(-0.5, 3, *S)))

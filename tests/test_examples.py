@@ -81,3 +81,71 @@ def test_help_and_bad_flags(name, capsys):
             ex.parse_args(["--steps", "-3"])
         assert "--steps must be a positive integer, got -3" in str(e.value.code)
         assert ex.parse_args(["--steps", "5"]).steps == 5
+
+
+# ---------------------------------------------------------------- every example's command line
+ALL = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.stem.startswith("_"))
+
+
+def run_main(name: str, argv: list, monkeypatch, capsys) -> str:
+    """Run examples/<name>.py as ``python <name>.py argv...`` would, in this process; its stdout."""
+    import runpy
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setattr(sys, "argv", [f"{name}.py"] + argv)
+    runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name="__main__")
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_example_takes_help_and_steps(name, capsys):
+    ex = load(name)
+    with pytest.raises(SystemExit) as e:
+        ex.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("usage:") and "--steps" in out
+    if name != "data_parallel":   # (its default --simulate needs a fresh process: tested below)
+        assert ex.parse_args(["--steps", "2"]).steps == 2
+
+
+def test_quickstart_from_the_command_line(monkeypatch, capsys):
+    out = run_main("quickstart", ["--steps", "3"], monkeypatch, capsys).splitlines()
+    assert out[0] == "tensor(1.)" and out[1] == "jax.grad of the lowered graph: 1.0"
+    tape = [float(v) for v in out[3].split(":")[1].split("->")]
+    lowered = [float(v) for v in out[4].split(":")[1].split("->")]
+    assert tape == lowered and tape[1] < tape[0]   # the tape and jax.grad take the same steps
+
+
+def test_quickstart_uses_only_public_api():
+    src = (EXAMPLES / "quickstart.py").read_text()
+    assert "._" not in src.replace("__doc__", "") and "except" not in src and "pass" not in src.split()
+
+
+def test_static_vs_dynamic_from_the_command_line(monkeypatch, capsys):
+    out = run_main("static_vs_dynamic", ["--steps", "2"], monkeypatch, capsys)
+    grads = [ln.split(":", 1)[1].strip() for ln in out.splitlines() if "dx = " in ln]
+    assert len(grads) == 2 and grads[0] == grads[1] == "dx = [1.0, 1.0, 1.0]  dy = [1.0, 1.0, 1.0]"
+    assert "per call (2 calls)" in out
+
+
+def test_graph_visualization_from_the_command_line(monkeypatch, capsys, tmp_path):
+    out = run_main("graph_visualization", ["--steps", "2", "--out", str(tmp_path)], monkeypatch, capsys)
+    before, after = out.splitlines()[0].split("loss ")[1].split(" -> ")
+    assert out.startswith("2 SGD steps on both inputs") and float(after) < float(before)
+    assert (tmp_path / "long_negative.dot").exists()
+    r = load("graph_visualization").main(out=str(tmp_path), verbose=False, steps=5)
+    assert len(r["losses"]) == 5 and r["losses"][-1] < r["losses"][0]
+
+
+def test_data_parallel_default_run_compares_one_device_with_four():
+    """Run as a script with no --simulate: it splits the CPU into 4 devices itself (XLA_FLAGS before JAX starts)."""
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "data_parallel.py"), "--steps", "2", "--batch", "32"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=EXAMPLES.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 3 and all("1 device: loss" in ln and "4 devices: loss" in ln for ln in lines[:2])
+    assert "throughput ratio 4/1 = " in lines[-1]
+    assert float(lines[-1].split("largest loss difference ")[1]) < 1e-5

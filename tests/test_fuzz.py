@@ -64,28 +64,9 @@ EXCLUDED = [
     # (reading the divisor back to check would cost a device sync per op)
     ("binary", "floor_divide", "int64", None), ("binary", "remainder", "int64", None),
     ("binary", "fmod", "int64", None), ("inplace", "div_", "int64", None),
-    # dynajax takes a Python number where torch's signature wants a Tensor (torch: TypeError); lenient, not wrong
-    *[("binary", n, None, "scalar") for n in ("maximum", "minimum", "atan2", "logical_and", "logical_or",
-                                              "logical_xor")],
-    # torch has no bool (frac: no integer) kernel for these and raises NotImplementedError; dynajax computes them
-    # (ops/elementwise.py, not this change's to edit)
-    *[("unary", n, "bool", None) for n in ("abs", "floor", "ceil", "round", "trunc", "relu", "frac")],
-    ("inplace", "abs_", "bool", None), ("unary", "frac", "int64", None),
-    # bitwise_not of a float: torch's NotImplementedError, dynajax lets JAX's TypeError through (elementwise.py)
-    ("unary", "bitwise_not", "float32", None), ("unary", "bitwise_not", "float64", None),
-    # square of a bool tensor: torch's is int64, dynajax's int32 (jnp.square's promotion; elementwise.py)
-    ("unary", "square", "bool", None),
     # indexing a tensor with no elements by out-of-range indices: torch skips the bounds check (nothing is read)
     # and returns an empty result, dynajax raises IndexError (ops/index.py)
     ("index", "index_tensor", None, "no elements"),
-    # a product with a bool operand: dynajax gives 0 for False * NaN (and False * inf) where torch gives NaN, as
-    # jnp.multiply treats a bool operand as a select (ops/elementwise.py: cast both operands to the promoted
-    # dtype before jnp.multiply)
-    ("binary", "mul", "bool", None), ("inplace", "mul_", "bool", None),
-    # sign(NaN): torch's CPU kernel gives 0, dynajax NaN (jnp.sign; ops/elementwise.py)
-    ("unary", "sign", "float32", None), ("unary", "sign", "float64", None),
-    # bool ** bool: torch raises NotImplementedError ("pow" not implemented for 'Bool'), dynajax gives int32
-    ("binary", "pow", "bool", None),
     # std of float32 values past ~1e19: torch accumulates the variance in float64 and gives a finite std, dynajax's
     # float32 variance overflows to inf first (ops/reduce.py's var would need a float64 accumulation)
     ("reduce", "std", "float32", "huge values"),
@@ -345,5 +326,26 @@ def _prog(dtype, shape, *steps, special=False):
 # and the probes of this change's other fixes, as steps: a write through a view, NaN/inf through a reduction
 @example(_prog("float32", [3, 4], _step("inplace", "add_", operand="col", through_view=True),
                _step("reduce", "amax", dim=1, keepdim=True), special=True))
+# elementwise fixes the fuzzer asked for: bool * NaN, sign(NaN), square of bool, bool ** bool, bool floor/abs,
+# bitwise_not of a float, a Python number where torch wants a Tensor, frac of an integer
+@example(_prog("bool", [3], _step("binary", "mul", operand="same", operand_dtype="float32", special=True)))
+@example(_prog("float32", [4], _step("unary", "sign"), special=True))
+@example(_prog("bool", [2, 2], _step("unary", "square")))
+@example(_prog("bool", [3], _step("binary", "pow", operand="same", operand_dtype="bool")))
+@example(_prog("bool", [3], _step("unary", "floor"), _step("unary", "abs")))
+@example(_prog("bool", [3], _step("inplace", "abs_")))
+@example(_prog("float64", [3], _step("unary", "bitwise_not")))
+@example(_prog("int64", [3], _step("unary", "frac")))
+@example(_prog("float32", [3], _step("binary", "maximum", operand="scalar", operand_dtype="float32")))
+@example(_prog("bool", [3], _step("binary", "logical_and", operand="scalar", operand_dtype="bool", method=True)))
 def test_random_programs_match_torch(prog):
     check_program(prog)
+
+
+def test_type_with_a_legacy_tensor_class():
+    """``t.type(torch.LongTensor)``: the class stands for its dtype, as a dtype or its name does."""
+    x = np.array([1.5, -2.5, 3.0], np.float32)
+    for name in ("LongTensor", "DoubleTensor", "IntTensor", "BoolTensor"):
+        e = torch.tensor(x).type(getattr(torch, name))
+        a = dj.tensor(x).type(getattr(dj, name))
+        _same(e, a, name)

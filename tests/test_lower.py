@@ -101,7 +101,8 @@ def test_inplace_inside_the_function_is_lowered_functionally():
     out.backward()
     low = dj.lower(f, dj.tensor(X))
     assert_close(np.asarray(jax.jit(low.fn)(X)), to_np(out))
-    assert_close(np.asarray(jax.grad(low.fn)(X)), to_np(x.grad))
+    with jax.enable_x64(True):   # a float64 recording: jax.grad transposes in the caller's mode (docs/jax.md)
+        assert_close(np.asarray(jax.grad(low.fn)(X)), to_np(x.grad))
 
 
 def test_inplace_change_after_recording_uses_recorded_value():

@@ -87,6 +87,7 @@ def test_conv1d_batchnorm1d_unbatched_conv():
     ((2, 3, 10), (6, 1, 5), dict(groups=3, padding=2, stride=3)),                # 1-d
     ((1, 2, 5, 6, 4), (4, 1, 2, 2, 1), dict(groups=2, padding=(1, 0, 0))),       # 3-d
 ])
+@pytest.mark.x64
 def test_grouped_convolutions_by_taps_match_torch(x_shape, w_shape, kw):
     """Grouped convolutions of at most TAPS_MAX taps run on CPU as a sum of per-tap products, their
     gradients as its VJPs: values, gradients and second derivatives as PyTorch's, the tape as jax.vjp
@@ -102,6 +103,7 @@ def test_grouped_convolutions_by_taps_match_torch(x_shape, w_shape, kw):
     assert " convolution(" not in _step_hlo(lambda x, w: conv_dj(x, w, **kw).tanh().sum(), x, w)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("kw,w_shape", [(dict(groups=2, stride=2, padding=1, output_padding=1), (4, 3, 3, 3)),
                                          (dict(groups=4, padding=1, dilation=2), (4, 1, 3, 3))])
 def test_grouped_transposed_convolution_matches_torch(kw, w_shape):

@@ -181,6 +181,7 @@ def test_full_transformer_matches_torch():
                  atol=1e-5)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("only_ys", [False, True])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("mode", ["RNN_TANH", "RNN_RELU", "GRU", "LSTM"])

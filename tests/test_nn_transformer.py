@@ -193,6 +193,7 @@ def test_embedding_options_train_as_torch(kw):
 @pytest.mark.parametrize("kw", [dict(padding_idx=2), dict(scale_grad_by_freq=True),
                                 dict(padding_idx=2, scale_grad_by_freq=True)],
                          ids=lambda kw: "-".join(kw))
+@pytest.mark.x64
 def test_embedding_lowered_gradients_are_torch_semantics(kw):
     """``lower`` + ``jax.grad`` and ``dj.func.grad`` differentiate the op's impl with JAX: it must give
     PyTorch's gradient as the tape does (none into the padding row, rows divided by their counts), to

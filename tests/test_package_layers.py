@@ -23,8 +23,8 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "dynajax"
 
 FLOORS = {
-    0: ["dynajax._dtype", "dynajax._epoch", "dynajax._lru", "dynajax._format", "dynajax._device",
-        "dynajax._sizes", "dynajax.autograd.grad_mode", "dynajax.autograd.graph", "dynajax.ops.dispatch"],
+    0: ["dynajax._dtype", "dynajax._epoch", "dynajax._lru", "dynajax._kernel_cache", "dynajax._format", "dynajax._device",
+        "dynajax._sizes", "dynajax._deferred", "dynajax.autograd.grad_mode", "dynajax.autograd.graph", "dynajax.ops.dispatch"],
     1: ["dynajax.ops.registry"],
     2: ["dynajax._tensor"],
     3: ["dynajax.random", "dynajax.ops"],
@@ -35,7 +35,7 @@ FLOORS = {
     7: ["dynajax.nn", "dynajax.optim", "dynajax.distributions", "dynajax.utils", "dynajax.amp",
         "dynajax._grad_scaler", "dynajax.serialization", "dynajax._torch_pickle", "dynajax._tensortype", "dynajax.linalg", "dynajax.fft", "dynajax.special",
         "dynajax.accelerator", "dynajax.backends", "dynajax.onnx", "dynajax.masked"],
-    8: ["dynajax", "dynajax.demo", "dynajax.run", "dynajax._torch_alias"],
+    8: ["dynajax", "dynajax.demo", "dynajax.run", "dynajax._torch_alias", "dynajax._surface"],
 }
 
 

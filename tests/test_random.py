@@ -16,11 +16,12 @@ def test_draw_equals_jax_random_of_its_shape(kind, a, b, dtype):
     g = dj.Generator().manual_seed(11)
     key = jax.random.split(g._key)[1]
     got = np.asarray(random.sample(kind, shape, dtype, a, b, generator=g))
-    ref = {"uniform": lambda: jax.random.uniform(key, shape, dtype, a, b),
-           "normal": jax.jit(lambda: jax.random.normal(key, shape, dtype) * b + a),   # jitted: same rounding
-           "randint": lambda: jax.random.randint(key, shape, a, b, dtype),
-           # a float32 mask compares a float32 uniform with p (a Python p alone would draw float64)
-           "bernoulli": lambda: jax.random.bernoulli(key, np.float32(a), shape).astype(dtype)}[kind]()
+    with jax.enable_x64(True):   # dynajax draws in 64-bit JAX (an int64 randint from 64-bit words)
+        ref = {"uniform": lambda: jax.random.uniform(key, shape, dtype, a, b),
+               "normal": jax.jit(lambda: jax.random.normal(key, shape, dtype) * b + a),   # jitted: same rounding
+               "randint": lambda: jax.random.randint(key, shape, a, b, dtype),
+               # a float32 mask compares a float32 uniform with p (a Python p alone would draw float64)
+               "bernoulli": lambda: jax.random.bernoulli(key, np.float32(a), shape).astype(dtype)}[kind]()
     assert got.shape == shape
     np.testing.assert_array_equal(got, np.asarray(ref))
     assert len(np.unique(got)) > 1
@@ -43,8 +44,9 @@ def test_new_shapes_drawn_eagerly_share_one_compiled_sampler():
         g = dj.Generator().manual_seed(7)
         key = jax.random.split(g._key)[1]
         got = np.asarray(random.sample("normal", (13, 17), np.float64, 1.0, 3.0, generator=g))
-        np.testing.assert_array_equal(got, np.asarray(jax.jit(lambda: jax.random.normal(key, (13, 17),
-                                                                                         np.float64) * 3.0 + 1.0)()))
+        with jax.enable_x64(True):   # the float64 reference needs 64-bit JAX
+            ref = np.asarray(jax.jit(lambda: jax.random.normal(key, (13, 17), np.float64) * 3.0 + 1.0)())
+        np.testing.assert_array_equal(got, ref)
     assert _device._EARLY[("draw", "normal", (13, 17), np.dtype(np.float64))] == 3
     for make in range(3):   # the third fill of a shape is jnp.full's kernel: the same values
         np.testing.assert_array_equal(dj.full((3, 5), -2.5, dtype=dj.float16).numpy(),

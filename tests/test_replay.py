@@ -157,9 +157,10 @@ def test_a_check_call_warns_when_the_graph_changed_under_replay():
 
 
 def test_a_module_attribute_changed_between_calls_warns_with_the_op_that_changed():
-    """A module attribute set between calls (``dropout.p = 0``, Python the guard does not read) is replayed with
-    the old graph until a check, whose warning names the first op that changed: the random draw that stopped,
-    not an input shifted by it into another position (which read as a parameter's dtype change)."""
+    """A module attribute changed between calls behind ``Module.__setattr__``'s back (written into its
+    ``__dict__``: Python the guard does not read) is replayed with the old graph until a check, whose warning
+    names the first op that changed: the random draw that stopped, not an input shifted by it into another
+    position (which read as a parameter's dtype change). (``m[1].p = 0.0`` bumps ``_epoch``: recorded at once.)"""
     dj.manual_seed(0)
     m = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
     opt = dj.optim.SGD(m.parameters(), lr=0.1)
@@ -174,13 +175,17 @@ def test_a_module_attribute_changed_between_calls_warns_with_the_op_that_changed
     x = dj.ones(16, 4)
     for _ in range(3):
         f(x)
-    m[1].p = 0.0
+    m[1].__dict__["p"] = 0.0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(4):
             f(x)
     found = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(found) == 1 and "graph changed at op 1" in found[0] and "dtype" not in found[0], found
+    replayed = f.stats.replayed
+    m[1].p = 0.5   # through Module.__setattr__: the very next call is recorded
+    f(x)
+    assert f.stats.replayed == replayed
 
 
 def test_replay_does_not_donate_an_array_held_elsewhere():
@@ -533,3 +538,65 @@ def test_results_returned_as_views_keep_their_values_through_later_replays():
     for w, g in zip(want, got):
         for a, b in zip(w, g):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def _coef_step(replay):
+    dj.manual_seed(0)
+    model = nn.Linear(12, 4)
+    opt = dj.optim.SGD(model.parameters(), lr=0.1)
+    coef = {"v": 1.0, "branch": False}
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y) * coef["v"]
+        if coef["branch"]:
+            loss = loss + model.weight.abs().sum((0, 1)) * 0.01
+        loss.backward()
+        opt.step()
+        return loss
+    return dj.compile(step, replay=replay), coef
+
+
+@pytest.mark.parametrize("what", ["number", "branch"])
+def test_a_replay_check_warns_naming_a_changed_number_or_branch_then_records_again(what):
+    """replay=5: the 5th call of a guard is a recorded check. A Python number (or branch) that changed since the
+    replays started is named in the warning, and the calls after the check are recorded until two agree."""
+    step, coef = _coef_step(5)
+    (x, y), = _data(1, classes=4)
+    for _ in range(3):
+        step(x, y)
+    assert step.stats.replayed == 1
+    if what == "number":
+        coef["v"] = 0.5
+    else:
+        coef["branch"] = True
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(4):   # replayed (stale, as replay=True's contract says), then the check
+            step(x, y)
+    msgs = [str(m.message) for m in w if issubclass(m.category, RuntimeWarning)]
+    assert len(msgs) == 1, msgs
+    if what == "number":
+        assert "Python number passed to mul changed: 1.0 -> 0.5" in msgs[0], msgs[0]
+    else:
+        assert "graph changed" in msgs[0] or "graph length changed" in msgs[0], msgs[0]
+    replayed = step.stats.replayed
+    step(x, y)   # recorded again: the check's recording alone does not make an entry
+    assert step.stats.replayed == replayed
+
+
+def test_a_replayed_state_tensor_given_another_shape_is_recorded():
+    dj.manual_seed(0)
+    w = dj.randn(12, 4)
+
+    @dj.compile(replay=True)
+    def step(x):
+        return (x @ w).sum((0, 1))
+    x = dj.randn(3, 12)
+    for _ in range(4):
+        step(x)
+    assert step.stats.replayed == 2
+    w._value = dj.randn(12, 5)._value   # (no epoch bump: a raw rebind of the array)
+    got = step(x)
+    np.testing.assert_allclose(float(got), float((x @ w).sum((0, 1))), rtol=1e-5)
+    assert step.stats.replayed == 2

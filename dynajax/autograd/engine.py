@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from .._dtype import from_np
 from .._tensor import Tensor, upcall
 from ..ops.creation import fill_like, zeros, zeros_like
+from ..ops.dispatch import grad_reset
 from ..ops.join import stack
 from ..ops.reduce import sum_to_shape
 from . import grad_mode
@@ -55,6 +56,7 @@ def reset_grad(p, set_to_none: bool) -> None:
     if g is None:
         return
     if set_to_none:
+        grad_reset(p)   # (a compiled step keeps the old grad, to put back if it fails)
         p._grad = None
         return
     if g.grad_fn is not None:

@@ -50,9 +50,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import bucketing as _bucketing, cache as _compile_cache, replay as _replay, rolling as _rolling
+from . import bucketing as _bucketing, cache as _compile_cache, checks as _checks, replay as _replay, rolling as _rolling
+from . import guards as _guards
+from .. import _deferred
 from .speculate import Speculator
 from .._device import STEP_COMPILER_OPTIONS, numbers_on
+from .._dtype import x64 as _x64
 from .capture import Capture, Sym, run_graph
 from .._tensor import Tensor
 from .._lru import lru_get, lru_put  # noqa: F401
@@ -83,6 +86,8 @@ class CompileStats:
     speculation_misses: int = 0   # calls whose speculative run was dropped (another graph, inputs or numbers)
     replayed: int = 0             # calls run without the step's Python (``replay=True``)
     recompile_reasons: list = field(default_factory=list)
+    dynamic_dims: list = field(default_factory=list)   # dims padded to buckets ("x dim 0"): dynamic= or automatic
+    padding_stopped: str | None = None   # the op (and why) that made a padded step run at its true shapes
 
 
 class _Plan:
@@ -96,8 +101,11 @@ class Compiled:
 
     def __init__(self, fn: Callable, verify: bool, cache_size: int, recompile_limit: int, donate: bool,
                  mesh=None, data_axis: str = "data", param_sharding: str | None = None, roll: bool = True,
-                 speculate: bool | None = None, replay: bool | int = False) -> None:
+                 speculate: bool | None = None, replay: bool | int = False, check_indices: bool = True) -> None:
         self.fn = fn
+        self._padder = None   # padded calls (``compile.bucketing.Padder``): dynamic=, or the automatic policy
+        # index bounds checked on the device, reported at a later call or read (``compile.checks``); one device only
+        self.check_indices = bool(check_indices) and mesh is None
         self.roll = roll
         self.last_loops: list = []   # the rolled loops of the last compile (``compile.rolling.Loop``)
         self.verify = verify
@@ -121,7 +129,14 @@ class Compiled:
         if replay is not False and (type(replay) is not int or replay < 2):
             raise ValueError(f"dynajax.compile: replay must be True, False or the calls between two recorded "
                              f"checks (an int >= 2), got {replay!r}")
-        self._replayer = _replay.Replayer(replay, cache_size) if replay else None
+        if replay:
+            self._replayer = _replay.Replayer(replay, cache_size)
+        elif (_guards.ENABLED and not verify and self.layout is None and speculate is not True
+              and not isinstance(self, _Bucketed)):   # (speculate=True asks for every call recorded, overlapped)
+            # the default mode: calls whose Python can only repeat the recording skip it (``compile.guards``)
+            self._replayer = _replay.Replayer(_guards.GUARD_CHECK_EVERY, cache_size, guarded=True)
+        else:
+            self._replayer = None
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------ calling
@@ -134,10 +149,16 @@ class Compiled:
         # once the GC runs again after the call.
         # one call at a time in the process, from start to write-back: tensors hold a recording's values until
         # its results are written back, and another thread's call may read the same tensors
-        with _CALLS, _gc_paused():
+        # and JAX's 64-bit types on for this thread (``_dtype.x64``), as for every eager op
+        with _CALLS, _gc_paused(), _x64():
+            pd = self._padder
+            if pd is not None and pd.active(args, kwargs):
+                return pd.call(self, args, kwargs)
             return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
+        if _deferred.PENDING:   # an earlier step's index check failed: raised here once its report is computed
+            _deferred.surface(block=False)
         st = self.stats
         st.calls += 1
         rp = self._replayer
@@ -156,10 +177,19 @@ class Compiled:
         ahead = spec.dispatch(args, kwargs, _split_donated) if spec.next is not None and idle else None
         t1 = time.perf_counter()
         cap = Capture(self, dual=self.verify)
+        watch = rp.watch(self.fn, args, kwargs, guard) if rp is not None else None
+        if watch is not None:   # (the default mode: what the step's Python reads and does, ``compile.guards``)
+            cap.watch, cap.on_module = watch, watch.module
         try:
             with cap:
-                result = self.fn(*args, **kwargs)
+                if watch is None:
+                    result = self.fn(*args, **kwargs)
+                else:
+                    with watch:
+                        result = self.fn(*args, **kwargs)
             plan = self._plan(cap, result, args)
+            if cap.padding is not None:   # (a padded value left alive stops padding: ``compile.padding``)
+                cap.padding.finish(plan, result)
         except BaseException:
             st.graph_breaks += cap.breaks
             _restore(cap)
@@ -241,10 +271,11 @@ class Compiled:
     def _note_replay(self, guard, plan, cap, exe, args, kwargs, result) -> None:
         if self._replayer is None:
             return
-        replayed = self._replayer.note(guard, plan, cap, exe, args, kwargs, result)
+        rp = self._replayer
+        replayed = rp.note(guard, plan, cap, exe, args, kwargs, result, cap.watch)
         if replayed is not None:
-            _replay.warn_changed(getattr(self.fn, "__name__", "the step"),
-                                 self._explain(plan.key, cap, args, near=replayed), self._replayer.check_every)
+            reason = replayed if isinstance(replayed, str) else self._explain(plan.key, cap, args, near=replayed)
+            _replay.warn_changed(getattr(self.fn, "__name__", "the step"), reason, rp.check_every, rp.guarded)
 
     def _plan_next(self, plan, cap, exe, args, kwargs, secs, idle, outs, speculated) -> None:
         """Let the speculator decide whether the next call dispatches ``exe`` (or its twin) before recording."""
@@ -272,6 +303,8 @@ class Compiled:
         if self.roll:
             eqns, nvars, self.last_loops = _rolling.roll(eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
                                                          nvars, plan.outs)
+        if cap.check_report is not None:   # the step's work conditional on its index checks
+            eqns = _checks.guard(eqns, plan.outs)
         st.rolled_loops += len(self.last_loops)
         st.compiled_ops = len(eqns)
         run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
@@ -308,6 +341,7 @@ class Compiled:
     def _plan(self, cap: Capture, result, args) -> _Plan:
         """Decide outputs (every live tensor holding a recorded value) and the structural key."""
         _check_result(result)
+        _checks.finish(cap)
         targets: dict = {}   # id -> (tensor | generator, var, kind)
         outs: dict = {}      # var -> position in outputs
         input_vars = dict(zip(cap.in_vars, range(len(cap.in_vars))))
@@ -442,7 +476,7 @@ class Compiled:
 def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int = 64, recompile_limit: int = 8,
             donate: bool = True, roll: bool = True, dynamic: dict | None = None, pad: dict | None = None,
             mesh=None, data_axis: str = "data", param_sharding: str | None = None, speculate: bool | None = None,
-            replay: bool | int = False):
+            replay: bool | int = False, check_indices: bool = True):
     """Compile a define-by-run step (forward, ``backward()``, ``optimizer.step()``) into cached XLA executables.
 
     The step keeps eager semantics: any Python control flow, ``.item()`` reads
@@ -475,6 +509,9 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     step -- branches on Python values, counters, prints -- is not run again). Every 100th call (or every
     ``replay=n``-th) is recorded and warns if its graph changed. Not with ``verify``, ``dynamic`` or
     ``mesh``.
+    ``check_indices=True`` checks index values (indexing, gather/scatter, ``index_*``, ``embedding``, class
+    targets) on the device: a bad one makes the step change nothing and raises the op's eager error at the next
+    compiled call or host read (``compile.checks``); False: no check (JAX clamps the indices), as before.
     ``mesh`` (a ``dynajax.distributed.Mesh``) runs the step on all its devices: tensor arguments are split
     along dim 0 over ``data_axis``, state is replicated (``param_sharding="fsdp"``: sharded); see
     ``dynajax.distributed``.
@@ -488,15 +525,21 @@ def compile(fn: Callable | None = None, *, verify: bool = False, cache_size: int
     if fn is None:
         return lambda f: compile(f, verify=verify, cache_size=cache_size, recompile_limit=recompile_limit,
                                  donate=donate, roll=roll, dynamic=dynamic, pad=pad, speculate=speculate,
-                                 replay=replay, **sharding)
+                                 replay=replay, check_indices=check_indices, **sharding)
     if dynamic and replay:
         raise ValueError("dynajax.compile: replay=True cannot be combined with dynamic= (bucketed calls are "
                          "recorded every time)")
     if dynamic:
         return _Bucketed(fn, dynamic, pad or {}, verify, cache_size, recompile_limit, donate, roll=roll,
-                         speculate=speculate, **sharding)
-    return Compiled(fn, verify, cache_size, recompile_limit, donate, roll=roll, speculate=speculate, replay=replay,
-                    **sharding)
+                         speculate=speculate, check_indices=check_indices, **sharding)
+    c = Compiled(fn, verify, cache_size, recompile_limit, donate, roll=roll, speculate=speculate, replay=replay,
+                 check_indices=check_indices,
+                 **sharding)
+    if dynamic is None and not replay and not verify and mesh is None:
+        # the automatic policy: a dim whose size changes between calls is padded to geometric buckets from then on
+        c._padder = _bucketing.Padder(fn, auto=True)
+        c._padder.keys = c._cache
+    return c
 
 
 class _Bucketed(Compiled):
@@ -507,24 +550,9 @@ class _Bucketed(Compiled):
 
     def __init__(self, fn, dynamic: dict, pad: dict, *rest, **kw) -> None:
         super().__init__(fn, *rest, **kw)
-        self._sig, self._spec = _bucketing.check_spec(fn, dynamic, pad)
-        self._pad = dict(pad)
-        self._sizes = _bucketing.Sizes(self.cache_size)
-
-    def __call__(self, *args, **kwargs):
-        st = self.stats
-        bound, dims_of = _bucketing.declared(self._sig, self._spec, args, kwargs)
-        sizes = self._sizes.choose(dims_of, st.compile_time / st.compiles if st.compiles else 0.0)
-        args, kwargs, grown = _bucketing.pad_call(bound, dims_of, sizes, self._pad)
-        hits, compiles = st.cache_hits, st.compiles
-        with _bucketing.active(grown):
-            result = super().__call__(*args, **kwargs)
-        self._sizes.done(dims_of, sizes, st.compiles > compiles)
-        if st.cache_hits > hits:
-            st.bucket_hits += 1
-            if any(b != own for b, (_, _, own) in zip(sizes, dims_of)):
-                st.bucket_reuses += 1
-        return _bucketing.unpad(result, grown)
+        _, spec = _bucketing.check_spec(fn, dynamic, pad)
+        self._padder = _bucketing.Padder(fn, spec)
+        self._padder.sizes.keep = self.cache_size
 
 
 # ---------------------------------------------------------------- helpers
@@ -646,6 +674,8 @@ def _write_back(plan: _Plan, cap: Capture, outs) -> None:
             obj.grad_fn = None
             obj._rg = False
     cap.known.clear()
+    if cap.check_report is not None:
+        _checks.note(cap)
 
 
 @functools.lru_cache(maxsize=256)
@@ -661,6 +691,8 @@ def _restore(cap: Capture) -> None:
         t._grad = grad
     for g, key, _ in cap.gens:
         g._key = key
+    for t, grad in reversed(cap.grads):   # .grad set (zero_grad) before the step read the tensor
+        t._grad = grad
 
 
 def _check_result(result) -> None:

@@ -77,7 +77,7 @@ def check_spec(fn, dynamic: dict, pad: dict) -> tuple:
     return sig, spec
 
 
-def declared(sig, spec: dict, args: tuple, kwargs: dict):
+def declared(sig, spec: dict, args: tuple, kwargs: dict, avoid=frozenset()):
     """This call's bound arguments and its declared dims: ``[((name, dim), true size, own bucket)]``.
 
     The own buckets keep the padding unambiguous, since a returned tensor is sliced back, and a
@@ -111,36 +111,43 @@ def declared(sig, spec: dict, args: tuple, kwargs: dict):
     padded_of, true_of = {}, {}   # true size -> padded size, and back
     for n, specs in specs_of.items():
         b = max(bucket(n, sizes) for sizes in specs)
-        while true_of.setdefault(b, n) != n:   # b stands for another true size already: the next bucket
+        # b stands for another true size already, or is a size of the step's other inputs (a creation op of
+        # that size would be ambiguous, ``compile.padding``): the next bucket
+        while (b != n and b in avoid) or true_of.setdefault(b, n) != n:
             b = max(bucket(b + 1, sizes) for sizes in specs)
         padded_of[n] = b
     return bound, [(key, n, padded_of[n]) for key, n, _ in found]
 
 
-def pad_call(bound, dims_of: list, sizes: tuple, pad: dict):
+def pad_call(bound, dims_of: list, sizes: tuple, pad: dict | None = None):
     """Arguments with each declared dim padded to its entry of ``sizes``, and {padded size: true size}
-    (a :class:`Grown`, which also remembers the padded copies for :func:`unpad` to write back)."""
+    (a :class:`Grown`, which also remembers the padded copies for :func:`unpad` to write back, and in
+    ``padded`` each declared argument with its mask for ``compile.padding``). The padding repeats the real
+    data (numpy's ``wrap``): padded positions hold real values, finite and in range (``pad`` is ignored:
+    ``compile.padding`` keeps padded positions out of every result)."""
+    from . import padding
     grown = Grown()
     widths: dict = {}
     for ((name, d), n, _), b in zip(dims_of, sizes):
-        widths.setdefault(name, {})[d] = b - n
+        widths.setdefault(name, {})[d] = (n, b)
         grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
     names, arrays, devices = [], [], []
     for name, grow in widths.items():
-        if not any(grow.values()):
-            continue
         t = bound.arguments[name]
         shape = tuple(t.shape)
-        v = np.asarray(t.detach()._value)  # numpy: jnp.pad would compile a kernel for every new length
-        padded = np.full(tuple(n + grow.get(d, 0) for d, n in enumerate(shape)), pad.get(name, 0), v.dtype)
-        padded[tuple(slice(0, n) for n in shape)] = v
-        names.append(name)
-        arrays.append(padded)
-        devices.append(next(iter(t._value.devices())))
+        if any(n != b for n, b in grow.values()):
+            v = np.asarray(t.detach()._value)  # numpy: jnp.pad would compile a kernel for every new length
+            names.append(name)
+            arrays.append(np.pad(v, [(0, grow[d][1] - n if d in grow else 0) for d, n in enumerate(shape)],
+                                 mode="wrap"))
+            devices.append(next(iter(t._value.devices())))
     for name, a in zip(names, jax.device_put(arrays, devices)):   # one transfer call for all of them
         given = bound.arguments[name]
         bound.arguments[name] = _make(a)
         grown.copies.append((given, bound.arguments[name], bound.arguments[name]._version))
+    for name, grow in widths.items():   # (an argument at its bucket's size exactly has a mask too: one graph)
+        t = bound.arguments[name]
+        grown.padded.append((t, padding.mask_of_arg(tuple(t.shape), {d: n for d, (n, _) in grow.items()})))
     return bound.args, bound.kwargs, grown
 
 
@@ -152,6 +159,7 @@ class Grown(dict):
     def __init__(self) -> None:
         super().__init__()
         self.copies: list = []
+        self.padded: list = []   # (argument as the step gets it, its mask array)
 
 
 class Sizes:
@@ -288,3 +296,129 @@ def unpad(result, grown: dict):
         idx = tuple(slice(0, grown[s]) if s in grown else slice(None) for s in t.shape)
         return t[idx] if any(grown.get(s, s) != s for s in t.shape) else t
     return jax.tree_util.tree_map(cut, result, is_leaf=lambda a: isinstance(a, Tensor))
+
+
+# ---------------------------------------------------------------- padded calls and the automatic policy
+GEOMETRIC = tuple(2 ** k for k in range(31))   # the automatic policy's buckets
+
+
+class Padder:
+    """The padded calls of one compiled step: ``spec`` {argument: {dim: buckets}} (``dynamic=``, or what
+    :meth:`observe` found varying when ``auto``); each call is padded, recorded with ``compile.padding``'s
+    masks, and its returned tensors sliced back. A recording that padding could change stops padding for
+    the step (``stats.padding_stopped``); the call, and every later one, then runs at its true shapes."""
+
+    def __init__(self, fn, spec: dict | None = None, auto: bool = False) -> None:
+        self.fn = fn
+        self.auto = auto
+        self.sig = inspect.signature(fn) if auto else None
+        self.spec = spec or {}
+        self.sizes = Sizes()
+        self.stopped: str | None = None
+        self.avoid: set = set()      # sizes of the step's other inputs, which buckets skip
+        self.seen: dict = {}         # auto: (argument, dim) -> the sizes it had
+        self.last = None             # auto: the last unpadded call's argument shapes
+
+    keys = None   # the compiled step's cache (set by it): its recordings' keys
+
+    def active(self, args, kwargs) -> bool:
+        """Whether this call is padded (auto: once some argument's dim changed size between two calls)."""
+        if self.stopped is not None:
+            return False
+        if not self.auto or self.spec:
+            return True
+        shapes = _arg_shapes(args, kwargs)
+        last, self.last = self.last, shapes
+        if last is None or last == shapes or len(last) != len(shapes):
+            return False
+        found = []
+        for (k, sa, da), (k2, sb, db) in zip(last, shapes):
+            if k != k2 or da != db or len(sa) != len(sb):
+                return False
+            found += [(k, d, sa[d], sb[d]) for d in range(len(sa)) if sa[d] != sb[d]]
+        if not found:
+            return False
+        for key in compiled_keys(self):   # the sizes of the step's own inputs (parameters, state): no bucket
+            self.avoid.update(s for a in key[0] for s in a[0])
+        try:
+            names = list(self.sig.bind(*args, **kwargs).arguments)
+        except TypeError:
+            return False
+        for k, d, a, b in found:
+            name = names[k] if type(k) is int else k
+            if type(k) is int and k >= len(self.sig.parameters):
+                return False   # a *args tensor: not nameable by dynamic=
+            self.spec.setdefault(name, {})[d] = GEOMETRIC
+            self.seen.setdefault((name, d), set()).update((a, b))
+        for v in self.seen.values():
+            self.avoid -= v
+        return True
+
+    def went_dynamic(self) -> list:
+        return [f"{n} dim {d}" for n, dims in self.spec.items() for d in dims]
+
+    def call(self, compiled, args, kwargs):
+        """Run ``compiled._call`` on this call padded; at its true shapes where padding stops."""
+        from . import padding
+        st = compiled.stats
+        sig = self.sig or inspect.signature(self.fn)
+        bound, dims_of = declared(sig, self.spec, args, kwargs, self.avoid)
+        sizes = self.sizes.choose(dims_of, st.compile_time / st.compiles if st.compiles else 0.0)
+        pargs, pkwargs, grown = pad_call(bound, dims_of, sizes)
+        hits, compiles, nreasons = st.cache_hits, st.compiles, len(st.recompile_reasons)
+        rp, compiled._replayer = compiled._replayer, None   # (replay's guards know nothing of the padding)
+        try:
+            with active(grown), padding.call(grown.padded, dict(grown)) as pc:
+                result = compiled._call(pargs, pkwargs)
+        except padding.Unpaddable as e:
+            compiled._replayer = rp
+            pd = getattr(pc, "padding", None)
+            new = (pd.other_sizes() if pd is not None else set()) - self.avoid - {n for _, n, _ in dims_of}
+            if new & set(sizes):   # a padded size met a size of the step's own (a hidden size): other buckets
+                self.avoid |= new
+                return self.call(compiled, args, kwargs)
+            self.stop(compiled, e)
+            return compiled._call(args, kwargs)
+        finally:
+            compiled._replayer = rp
+        if getattr(pc, "padding", None) is not None:
+            self.avoid |= pc.padding.other_sizes() - {n for _, n, _ in dims_of}
+        self.sizes.done(dims_of, sizes, st.compiles > compiles)
+        st.dynamic_dims = self.went_dynamic()
+        if len(st.recompile_reasons) > nreasons:
+            st.recompile_reasons[-1] += (f" (padded dims {', '.join(f'{k[0]} dim {k[1]}' for k, _, _ in dims_of)}"
+                                         f": sizes {tuple(sizes)} had no executable yet)")
+        if st.cache_hits > hits:
+            st.bucket_hits += 1
+            if any(b != own for b, (_, _, own) in zip(sizes, dims_of)):
+                st.bucket_reuses += 1
+        return unpad(result, grown)
+
+    def stop(self, compiled, e) -> None:
+        import warnings
+        self.stopped = str(e)
+        compiled.stats.padding_stopped = f"{e.op}: {e.why}"
+        compiled.stats.recompile_reasons.append(f"padding stopped at {e.op} ({e.why}): calls run at their true "
+                                                "shapes")
+        if not self.auto:
+            warnings.warn(f"dynajax.compile: {getattr(self.fn, '__name__', 'the step')} stops padding its dynamic "
+                          f"dims, since padding could change its results at {e.op} ({e.why}); its calls run at "
+                          "their true shapes", stacklevel=4)
+
+
+def _arg_shapes(args, kwargs) -> tuple:
+    """(position or keyword, shape, dtype) of each tensor argument that needs no gradient."""
+    out = []
+    for k, a in enumerate(args):
+        if isinstance(a, Tensor) and not a._rg:
+            v = a._value
+            out.append((k, v.shape, v.dtype))
+    for k, a in kwargs.items():
+        if isinstance(a, Tensor) and not a._rg:
+            v = a._value
+            out.append((k, v.shape, v.dtype))
+    return tuple(out)
+
+
+def compiled_keys(padder) -> list:
+    return list(padder.keys or ())

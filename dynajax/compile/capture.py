@@ -33,6 +33,7 @@ from .._device import default_jax_device, numbers_on
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops import registry, views
+from . import padding as _padding
 from ..ops.dispatch import (Sym, _active, _array_type, _state, aval_of, current, is_array, is_recorded,  # noqa: F401
                            recorded_args, scalar_recipes, value_aval)
 
@@ -98,10 +99,17 @@ class Capture:
         self.born_ids: set = set()      # and their ids (a tensor alive before the step has none of them)
         self.modules: dict = {}         # id -> each nn.Module called (``compile.replay`` guards their training flags)
         self._module_call = None        # nn.Module.__call__ while it is wrapped to fill ``modules`` (replay only)
+        self.watch = None               # the default mode's ``compile.guards.Watch`` of this recording, if any
+        self.on_module = None           # called with each module at its first call (the watch's)
+        self.grads: list = []           # (tensor, its .grad) before the step set it, for a tensor not yet adopted
         self.by_array: dict = {}        # dual: id(array) -> (array, var)
         self.known: dict = {}           # var -> concrete array (graph breaks)
         self.prod: dict = {}            # first output var of an eqn -> its position in eqns
         self.breaks = 0
+        self.padding = None             # ``compile.padding.Padding`` of a padded call
+        self.checks: list = []          # device checks of index values (``note_check``; ``compile.checks``)
+        self.check_report = None        # and their report (``compile.checks.finish``)
+        self.grads_before: dict = {}    # id -> (tensor, the .grad it had) for grads reset to None (``dispatch.grad_reset``)
         self._saved = None
 
     def placement(self):
@@ -140,10 +148,13 @@ class Capture:
         _tensor._init = _init
         if getattr(self.owner, "_replayer", None) is not None:   # replay guards the modules' training flags
             from ..nn.modules.module import Module
-            orig_call, called = Module.__call__, self.modules.setdefault
+            orig_call, called, first = Module.__call__, self.modules, self.on_module
 
             def _call(m, *args, **kwargs):
-                called(id(m), m)
+                if id(m) not in called:
+                    called[id(m)] = m
+                    if first is not None:
+                        first(m)
                 return orig_call(m, *args, **kwargs)
             self._module_call = orig_call
             Module.__call__ = _call
@@ -162,9 +173,12 @@ class Capture:
         else:
             self.bwd = _backward_router()(self)
             self.bwd.install()
+        self.padding = _padding.start(self)
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.padding is not None:
+            self.padding.stop()
         if self.dual:
             self._vjp_check.uninstall()
         else:
@@ -343,6 +357,10 @@ class Capture:
         """``registry._hooks`` entry: record ``op`` (and, in dual mode, run it too)."""
         if self.busy or threading.get_ident() != self.thread:
             return NotImplemented
+        if self.padding is not None:
+            r = self.padding.hook(op, args, params)
+            if r is not NotImplemented:
+                return r
         if self.dual:
             return self._hook_dual(op, args, params)
         rg, syms = self._record_op(op, args, params)
@@ -351,6 +369,19 @@ class Capture:
             self.bwd.note(res)
             return res
         return _make(syms[0]) if op.nout == 1 else tuple([_make(s) for s in syms])
+
+    def note_check(self, fn, params: dict, t: Tensor, fail, name: str, where) -> None:
+        """Record ``fn(value of t, **params)``, a device check of an op's index values (``ops.index.check_bounds``)
+        giving ``[flag, bad value]``; ``fail(bad value)`` raises the op's error when the step's report says so
+        (``compile.checks``), ``name`` and ``where`` (file, line) say where."""
+        _, syms = self._record(fn, fn, params, [self.var_of(t)])
+        self.checks.append((syms[0], fail, name, where))
+
+    def note_grad(self, t: Tensor) -> None:
+        """``t.grad`` is about to be set (``zero_grad``, ``t.grad = ...``): remember the old one if ``t`` was not
+        adopted yet (an adopted tensor's record has it), so a step that raises gives it back."""
+        if type(t._value) is not Sym:
+            self.grads.append((t, t._grad))
 
     def update_in_place(self, op, args, params: dict, written) -> bool:
         """Record ``op`` (a fused optimizer update, run under ``no_grad``) and write each output ``k`` straight
@@ -408,6 +439,8 @@ class Capture:
             n = len(args) - len(static)
             call_args = args[:n]
             params.update(zip(static, args[n:]))  # trailing positional static args (``_run_chain(x, chain)``)
+            if cap.padding is not None and not cap.padding.busy:
+                cap.padding.wrapped(fn, call_args, params)
             if cap.dual:
                 res = fn(*args, **kwargs)
                 _, syms = cap._record(fn, fn, params, call_args)
@@ -452,6 +485,8 @@ class Capture:
         got = self.known.get(s.idx)
         if got is not None:
             return got
+        if self.padding is not None:
+            self.padding.read(s)
         self.breaks += 1
         # the eqns run on arrays (or jit's tracers), their ops not recorded: a recorded backward's impl applies
         # dynajax ops (the tape's formulation), which would otherwise land in this recording as Syms

@@ -38,13 +38,15 @@ from sys import getrefcount
 
 import jax
 
-from .. import _epoch
+from .. import _deferred, _dtype, _epoch
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
+from .guards import PyGuard, Watch
 from .speculate import gather, recompute, same_scalars, sources, tensor_leaves
 from ..lower import _tree_flatten
 
 CHECK_EVERY = 100   # replay=True: every 100th call of a guard is recorded (about 1% of a capture per call)
+_BACKOFF = 256      # guarded mode: an impure step is watched again at most this many recorded calls apart
 MISS = object()     # a replay that could not run (some input is gone): the call is recorded instead
 
 
@@ -53,16 +55,26 @@ class _Entry:
     result's structure."""
 
     __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys",
-                 "calls", "key", "modules", "flags", "epoch", "donate", "kept")
+                 "calls", "key", "modules", "flags", "epoch", "donate", "kept", "checks", "py", "avals")
 
 
 class Replayer:
-    """The replay state of one compiled function: per guard, the last recorded key and a replayable entry."""
+    """The replay state of one compiled function: per guard, the last recorded key and a replayable entry.
 
-    def __init__(self, check_every: int, cache_size: int) -> None:
+    ``guarded`` (``compile``'s default mode): an entry is made only from a recording whose Python was watched
+    and found pure (``compile.guards``), and a call replays only while that recording's roots read as they
+    did; the other calls are recorded. A step found impure is watched again after 1, 2, 4, ... up to
+    ``_BACKOFF`` recorded calls (watching costs a recording several times its time)."""
+
+    def __init__(self, check_every: int, cache_size: int, guarded: bool = False) -> None:
         self.check_every = check_every
         self.cache_size = cache_size
+        self.guarded = guarded
         self.entries: collections.OrderedDict = collections.OrderedDict()   # guard -> _Entry | key recorded last
+        self.checking = False      # this call is a periodic check of a replayed entry
+        self.skip = 0              # guarded: recorded calls left before the step is watched again
+        self.backoff = 1
+        self.last_reason = None    # guarded: why the last watched recording cannot be replayed (None: it can)
 
     @staticmethod
     def guard(args, kwargs):
@@ -70,7 +82,8 @@ class Replayer:
         argument, a view among the tensors)."""
         leaves, tree = _tree_flatten((args, kwargs))
         st = grad_mode.state   # (an autocast region around the call changes the graph: its casts)
-        g = [tree, st.enabled, frozenset(st.amp_modes.items()) if st.casts is not None else None]
+        g = [tree, st.enabled, frozenset(st.amp_modes.items()) if st.casts is not None else None,
+             _dtype.get_default_dtype()]
         for a in leaves:
             if isinstance(a, Tensor):
                 if a._base is not None:
@@ -90,39 +103,76 @@ class Replayer:
         """The entry to replay this call with, or None: record it (no entry yet, or a check is due)."""
         if guard is None:
             return None
+        self.checking = False
         e = self.entries.get(guard)
         if type(e) is not _Entry or e.epoch != _epoch.COUNT[0] or _flags(e.modules) != e.flags:
             return None   # state moved to other tensors, or model.eval(), since: recorded again
+        if e.py is not None and e.py.changed() is not None:
+            return None   # a Python value the step reads changed: recorded again
         e.calls += 1
         if e.calls >= self.check_every:
             e.calls = 0
+            self.checking = True
             return None
         self.entries.move_to_end(guard)
         return e
 
-    def note(self, guard, plan, cap, exe, args, kwargs, result):
-        """After a recorded call: keep (or make) the guard's entry once its key repeats. Returns the key being
-        replayed where this call (a check) recorded another graph, else None."""
+    def watch(self, fn, args, kwargs, guard):
+        """The Watch to record this call under (guarded mode), or None: not watched this time."""
+        if not self.guarded or guard is None:
+            return None
+        if self.skip > 0:
+            self.skip -= 1
+            return None
+        return Watch(fn, args, kwargs)
+
+    def _judge(self, watch, cap):
+        """Guarded mode: the PyGuard of a watched recording, or None (not replayable; the watch backs off)."""
+        if watch is None:
+            return None
+        py = watch.guard() if not cap.breaks else "the step reads a value (a graph break)"
+        if type(py) is PyGuard:
+            self.backoff, self.last_reason = 1, None
+            return py
+        self.last_reason = py
+        self.skip, self.backoff = self.backoff, min(2 * self.backoff, _BACKOFF)
+        return None
+
+    def note(self, guard, plan, cap, exe, args, kwargs, result, watch=None):
+        """After a recorded call: keep (or make) the guard's entry once its key repeats. Returns what changed
+        where this call, recorded while an entry was being replayed, found another graph (the key replayed)
+        or other Python numbers (a description), else None."""
         if guard is None:
+            return None
+        py = self._judge(watch, cap) if self.guarded else None
+        if self.guarded and py is None:   # not replayable (impure, or not watched): recorded every call
+            self.entries.pop(guard, None)
             return None
         prev = self.entries.get(guard)
         src = None if cap.breaks else _sources(cap, args, kwargs)
         if type(prev) is _Entry:
             if prev.key == plan.key and src is not None and _same(prev.src, src):
-                prev.epoch = _epoch.COUNT[0]
-                return None
+                moved = _numbers_moved(prev.scalars, cap.scalars, cap.scalar_src, cap)
+                if moved is None:
+                    prev.epoch = _epoch.COUNT[0]
+                    prev.py = py
+                    return None
+                # the same graph on other Python numbers: replayed again once two recordings agree
+                self._put(guard, (plan.key, src, list(cap.scalars)))
+                return moved if (self.checking or not self.guarded) else None
             # another graph, or the same one reading other tensors (a parameter or optimizer state replaced
             # since): replayed again once two recordings agree
             self._put(guard, (plan.key, src, list(cap.scalars)))
             # a module's train/eval switch and a change of the state's tensors or their requires_grad
             # (``_epoch``) are seen, and may change the graph; anything else is not
             changed = (prev.key != plan.key and _flags(prev.modules) == prev.flags
-                       and prev.epoch == _epoch.COUNT[0])
+                       and prev.epoch == _epoch.COUNT[0] and (self.checking or not self.guarded))
             return prev.key if changed else None
         if (prev is not None and src is not None and prev[1] is not None and prev[0] == plan.key
                 and _same(prev[1], src) and _same_numbers(prev[2], cap.scalars, cap.scalar_src)):
             e = _entry(plan, cap, exe, src, result, args, kwargs)
             if e is not None:
+                e.py = py
                 self._put(guard, e)
                 return None
         self._put(guard, (plan.key, src, list(cap.scalars)))
@@ -186,6 +236,20 @@ def _same_numbers(a: list, b: list, recipes) -> bool:
     return all(same_scalars([x], [y]) for i, (x, y) in enumerate(zip(a, b)) if i not in recipes)
 
 
+def _numbers_moved(a: list, b: list, recipes, cap):
+    """None where two recordings of one graph passed the same Python numbers to ops (those an optimizer's
+    recipes read again aside), else which number changed, named by the first op taking it."""
+    if _same_numbers(a, b, recipes):
+        return None
+    if len(a) != len(b):
+        return f"the step passed {len(b)} Python numbers to ops instead of {len(a)}"
+    slot = next(i for i, (x, y) in enumerate(zip(a, b)) if i not in (recipes or {}) and not same_scalars([x], [y]))
+    ref = -slot - 1
+    op = next((k[0] for k in cap.keys if ref in k[2]), None)
+    name = getattr(op, "name", None) or getattr(op, "__name__", None) or "an op"
+    return f"a Python number passed to {name} changed: {a[slot]!r} -> {b[slot]!r}"
+
+
 def _entry(plan, cap, exe, src, result, args, kwargs):
     """A replayable entry of a recorded call, or None where a returned tensor is not among its outputs or
     an array the step made is donated (it is passed again on every replay)."""
@@ -239,11 +303,14 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
     e.grads = [(obj, out, i) for how, obj, out, i in writes if how == "grad"]
     e.keys = [(obj, out, i) for how, obj, out, i in writes if how == "key"]
     e.donate = plan.donate
+    e.checks = cap.check_report   # (``compile.checks``: its report is noted after each replay)
     donated = set(plan.donate)
     e.kept = tuple(i for i in range(len(src)) if i not in donated)
     e.modules = list(cap.modules.values())
     e.flags = _flags(e.modules)
     e.epoch = _epoch.COUNT[0]
+    e.py = None
+    e.avals = plan.key[0]
     return e
 
 
@@ -256,6 +323,7 @@ def write_back(e: _Entry, vals: list, outs, args, kwargs) -> dict:
     in place (a new version: their views follow), generators their keys, each parameter whose ``.grad`` the
     step made a new grad tensor. Returns those grads by output position: a grad the step also returns is that
     same tensor (``result``), as eager's is."""
+    before = [(obj, obj._grad) for obj, _, _ in e.grads] if e.checks is not None else None
     for obj, out, i in e.writes:
         _write(obj, outs[i] if out else vals[i])
     if e.args:
@@ -267,6 +335,8 @@ def write_back(e: _Entry, vals: list, outs, args, kwargs) -> dict:
         obj._grad = made[i] = _make(outs[i] if out else vals[i])
     for obj, out, i in e.keys:
         obj._key = outs[i] if out else vals[i]
+    if before is not None:
+        e.checks.note(before)
     return made
 
 
@@ -296,9 +366,14 @@ def split(e: _Entry, vals: list, copy) -> tuple:
 
 def inputs(e: _Entry, args, kwargs):
     """The arrays and numbers a replayed call runs the executable on, or None where some source is gone."""
+    if e.checks is None and _deferred.PENDING:   # a step without index checks runs on no bad step's results
+        _deferred.surface()
     vals = gather(e.src, args, kwargs)
     if vals is None:
         return None
+    for v, (shape, dtype) in zip(vals, e.avals):   # a state tensor given another shape or dtype: recorded
+        if v.shape != shape or v.dtype != dtype:
+            return None
     scalars = recompute(e.scalars, e.recipes)
     if scalars is None:
         return None
@@ -324,8 +399,15 @@ def result(e: _Entry, outs, args, kwargs, made: dict):
     return jax.tree_util.tree_unflatten(e.tree, out)
 
 
-def warn_changed(name: str, reason: str, every: int) -> None:
-    warnings.warn(f"dynajax.compile(replay=True): {name} recorded a different graph than the one it replays "
-                  f"({reason}); up to {every - 1} calls since the last check replayed the old graph. A step "
-                  "whose graph depends on Python state (a branch on a Python value, a counter) must not be "
-                  "replayed: compile it without replay=True.", RuntimeWarning, stacklevel=5)
+def warn_changed(name: str, reason: str, every: int, guarded: bool = False) -> None:
+    if guarded:   # (the default mode's periodic check found what its guards did not see: compile.guards)
+        warnings.warn(f"dynajax.compile: {name} recorded a different step than the one its guards let run without "
+                      f"its Python ({reason}); up to {every - 1} calls since the last check ran the old one. The "
+                      "step reads Python state the guards do not watch (see dynajax.compile.guards); it is "
+                      "recorded again from now on.", RuntimeWarning, stacklevel=5)
+        return
+    warnings.warn(f"dynajax.compile(replay=True): {name} recorded a different step than the one it replays "
+                  f"({reason}); up to {every - 1} calls since the last check replayed the old one; it is recorded "
+                  "again until two recordings agree. A step whose graph or numbers depend on Python state (a "
+                  "branch on a Python value, a counter) must not be replayed: compile it without replay=True.",
+                  RuntimeWarning, stacklevel=5)

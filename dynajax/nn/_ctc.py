@@ -81,6 +81,7 @@ def _lengths(name: str, v, n: int) -> np.ndarray:
     return a
 
 
+@_dtype.x64.wrap
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """The CTC loss of ``log_probs`` ``(T, N, C)`` (or ``(T, C)``, log-softmax outputs) against ``targets``

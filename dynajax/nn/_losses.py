@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtype
 from ..ops.autocast import cast_inputs
-from ..ops.dispatch import aval_of, is_recorded
+from ..ops.dispatch import aval_of, index_checks, is_recorded
 from .._tensor import Tensor
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
@@ -162,7 +162,10 @@ def _nll(logp: Tensor, target: Tensor, weight, ignore_index: int, reduction: str
     if logp.dim() == 1 and target.dim() == 1:
         target = target.reshape(())
     C = logp.shape[1] if logp.dim() > 1 else logp.shape[0]
-    if not is_recorded(target):   # compile: no graph break
+    if index_checks() is not None:   # compile: a value known here read now, any other on the device (``compile.checks``)
+        check_bounds([target], [C], _raise(IndexError, "Target {i} is out of bounds."), negative=False,
+                     ignore=int(ignore_index), name="nll_loss")
+    elif not is_recorded(target):   # compile: no graph break
         _check_classes(target, C, ignore_index)
     if logp.dim() == 2 and weight is None:   # the common case as one op (and one VJP op)
         return apply(nll_index, logp, target, ignore_index=int(ignore_index), reduction=reduction)

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtype, random
 from ..ops.autocast import cast_inputs
-from ..ops.dispatch import is_recorded, value_aval
+from ..ops.dispatch import index_checks, is_recorded, value_aval
 from .._tensor import Tensor, _make, _wrap_dim, method
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
@@ -301,6 +301,11 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """Place values back at the positions ``max_pool2d(..., return_indices=True)`` took them from."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """Place values back at the positions ``max_pool3d(..., return_indices=True)`` took them from."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -601,11 +606,17 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     return out.squeeze(0) if unbatched else out
 
 
+def _one_hot_fail(i, k):
+    raise RuntimeError("Class values must be non-negative." if i < 0 else "Class values must be smaller than num_classes.")
+
+
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding along a new last dim (``num_classes=-1``: max value + 1)."""
     if tensor.dtype != _dtype.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    if num_classes != -1 and is_recorded(tensor):  # dynajax.compile: no graph break for a bounds check
+    if num_classes != -1 and (is_recorded(tensor) or index_checks() is not None):
+        # dynajax.compile: no graph break for a bounds check (checked on the device, ``compile.checks``)
+        check_bounds([tensor], [int(num_classes)], _one_hot_fail, negative=False, name="one_hot")
         return apply(_ops.one_hot_op, tensor, num_classes=int(num_classes))
     v = np.asarray(tensor.detach()._value)
     if num_classes == -1:
@@ -1253,3 +1264,101 @@ from ..ops.distance import pdist as pdist  # noqa: E402
 from ._sampling import affine_grid as affine_grid  # noqa: E402
 from ._sampling import grid_sample as grid_sample  # noqa: E402
 from ._ctc import ctc_loss as ctc_loss  # noqa: E402
+
+
+# ---------------------------------------------------------------- more of torch.nn.functional, in its ops
+def constant_pad_nd(input: Tensor, pad, value=0) -> Tensor:
+    """``torch.constant_pad_nd``: ``pad(input, pad, "constant", value)``."""
+    return globals()["pad"](input, pad, "constant", value)
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """The channels (dim 1) regrouped: ``groups`` groups of ``C / groups`` become ``C / groups`` groups of
+    ``groups``."""
+    if input.dim() < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"sizes {list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    n, c = input.shape[0], input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    rest = tuple(input.shape[2:])
+    return input.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """``interpolate(..., mode="bilinear", align_corners=True)`` (PyTorch's deprecated spelling)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with any distance ``d`` (default: the pairwise 2-norm)."""
+    from ._losses import _reduce
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater than 0, got {margin} "
+                         f"instead")
+    d = pairwise_distance if distance_function is None else distance_function
+    d_ap, d_an = d(anchor, positive), d(anchor, negative)
+    if swap:
+        d_an = _ew.minimum(d_an, d(positive, negative))
+    return _reduce((margin + d_ap - d_an).clamp(min=0.0), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """The multi-label hinge loss: per sample, ``sum_{j, i} max(0, 1 - (x[y_j] - x[i])) / C`` over the
+    target classes ``y_j`` (those before the first -1 of the target row) and the non-target classes ``i``."""
+    from ._losses import _reduce, _reduction
+    reduction = _reduction(size_average, reduce, reduction)
+    if input.dim() > 2 or target.shape != input.shape:
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{list(input.shape)}")
+    x = input.reshape(1, -1) if input.dim() < 2 else input
+    y = target.reshape(x.shape)
+    c = x.shape[1]
+    valid = (y >= 0).long().cumprod(1).bool()                            # the targets before the first -1
+    labels = _ew.where(valid, y, c)                                       # (c: no class)
+    is_target = (labels.unsqueeze(2) == Tensor._make(np.arange(c))).any(1)   # (n, c)
+    picked = x.gather(1, _ew.where(valid, y, 0))                          # x[y_j], (n, j)
+    hinge = (1 - picked.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0.0)     # (n, j, i)
+    keep = valid.unsqueeze(2) & ~is_target.unsqueeze(1)
+    loss = _ew.where(keep, hinge, 0.0).sum((1, 2)) / c
+    if input.dim() < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+def native_layer_norm(input: Tensor, normalized_shape, weight, bias, eps: float) -> tuple:
+    """``(layer_norm(...), mean, rstd)``, the statistics kept over the normalized dims (size 1 there)."""
+    dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
+    mean = input.mean(dims, keepdim=True)
+    rstd = (input.var(dims, unbiased=False, keepdim=True) + eps).rsqrt()
+    out = (input - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def native_group_norm(input: Tensor, weight, bias, N: int, C: int, HxW: int, group: int, eps: float) -> tuple:
+    """``(group_norm(...), mean, rstd)``, the statistics of shape ``(N, group)``."""
+    x = input.reshape(N, group, -1)
+    mean = x.mean(-1)
+    rstd = (x.var(-1, unbiased=False) + eps).rsqrt()
+    out = ((x - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)).reshape(input.shape)
+    shape = (1, C) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, mean, rstd
+
+
+__all__ += ["channel_shuffle", "max_unpool3d", "multilabel_margin_loss", "triplet_margin_with_distance_loss",
+            "upsample_bilinear", "upsample_nearest"]

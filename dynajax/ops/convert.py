@@ -1,7 +1,12 @@
-"""dtype and device conversion: ``to``, ``float()``/``double()``/..., ``type``, ``clone``."""
+"""dtype and device conversion: ``to``, ``float()``/``double()``/..., ``type``, ``clone``; to and from JAX and
+DLPack without a copy (``jax()``, ``from_jax``, ``from_dlpack``, ``__dlpack__``; tensors as pytrees)."""
 from __future__ import annotations
 
+import builtins
+
+import jax as _jax
 import numpy as np
+from jax import dlpack as _dlpack, tree_util as _tree_util
 
 from .. import _dtype
 from .dispatch import Sym
@@ -115,9 +120,12 @@ _LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "Half
 
 @method()
 def type(self: Tensor, dtype=None, non_blocking: bool = False):
-    """With no argument the legacy type name (``'torch.FloatTensor'``); else ``to(dtype)``."""
+    """With no argument the legacy type name (``'torch.FloatTensor'``); else ``to(dtype)``, ``dtype`` a dtype,
+    a legacy type's name (``'torch.LongTensor'``) or a legacy type (``torch.LongTensor``: its ``dtype``)."""
     if dtype is None:
         return "torch." + _LEGACY.get(self.dtype.name, "Tensor")
+    if isinstance(getattr(dtype, "dtype", None), _dtype.dtype) and not isinstance(dtype, Tensor):
+        dtype = dtype.dtype   # (a legacy tensor type: ops/ sit below _tensortype, so it is known by its dtype)
     if isinstance(dtype, str):
         inv = {v: k for k, v in _LEGACY.items()}
         name = dtype.split(".")[-1]
@@ -138,3 +146,73 @@ def cpu(self: Tensor) -> Tensor:
 @method()
 def cuda(self: Tensor, device=None, non_blocking: bool = False) -> Tensor:
     return to(self, Device("cuda", device if isinstance(device, int) else None))
+
+
+
+# ---------------------------------------------------------------- JAX and DLPack, zero-copy (docs/jax.md)
+def _current_array(t: Tensor):
+    """The array ``t`` holds now (a view's refreshed from its base; a compiled step's recorded value computed)."""
+    if t._base is not None:
+        t._sync()
+    v = t._value
+    return v.__jax_array__() if builtins.type(v) is Sym else v
+
+
+@method("jax")
+def to_jax(self: Tensor):
+    """``t.jax()``: the ``jax.Array`` this tensor holds, without a copy and outside the graph (as ``detach()``).
+    JAX arrays are immutable: a later in-place op on the tensor binds a new array and leaves this one as it was."""
+    return _current_array(self)
+
+
+def from_jax(array, requires_grad: bool = False) -> Tensor:
+    """A tensor holding the ``jax.Array`` ``array`` itself (no copy; its dtype and device kept), where
+    :func:`dynajax.tensor` copies. A compiled step that updates the tensor in place may donate (free) its
+    buffer, and ``array`` with it: pass ``jnp.copy(array)`` to keep using ``array``."""
+    if not isinstance(array, _jax.Array) or isinstance(array, _jax.core.Tracer):
+        raise TypeError(f"from_jax() expects a jax.Array, got {builtins.type(array).__name__} (dynajax.tensor "
+                        "copies other data)")
+    t = _make(array)
+    return t.requires_grad_() if requires_grad else t
+
+
+@_dtype.x64.wrap
+def from_dlpack(ext) -> Tensor:
+    """A tensor sharing the memory of ``ext``, any object with ``__dlpack__`` (a torch tensor, a numpy array,
+    a JAX array), as ``torch.from_dlpack``: zero-copy where JAX can use the buffer as it is (on CPU, an
+    aligned one), its dtype kept (float64 and int64 included)."""
+    if not hasattr(ext, "__dlpack__"):
+        raise TypeError(f"from_dlpack() expects an object with __dlpack__ (a tensor or an array), got "
+                        f"{builtins.type(ext).__name__}")
+    return _make(_dlpack.from_dlpack(ext))
+
+
+@method()
+def __dlpack__(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """The DLPack capsule of this tensor's array (``torch.from_dlpack(t)``, ``np.from_dlpack(t)``): the same
+    memory. JAX assumes that memory never changes; a consumer that writes into it changes this tensor too."""
+    if self._rg:
+        raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+    kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
+                                ("copy", copy)) if v is not None}
+    return _current_array(self).__dlpack__(**kwargs)
+
+
+@method()
+def __dlpack_device__(self: Tensor):
+    return _current_array(self).__dlpack_device__()
+
+
+def _flatten(t: Tensor):
+    return (_current_array(t),), None
+
+
+def _unflatten(_, children) -> Tensor:
+    return _make(children[0])
+
+
+# A tensor is a pytree node whose one leaf is its array: ``jax.jit(f)(t)``, ``jax.grad(lowered.fn)(t)``,
+# ``jax.vmap(f)(t)`` and ``jnp.sin(t)`` take tensors; inside, ``f`` sees a tensor (without grad) holding
+# JAX's tracer, and the tensors it returns come back as tensors.
+_tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
+__all__ += ["from_jax", "from_dlpack"]

@@ -33,6 +33,7 @@ def _size(size, name: str, dtype=None, device=None) -> tuple:
     return shape
 
 
+@_dtype.x64.wrap
 def _finish(value, device, requires_grad) -> Tensor:
     if type(value) is Sym:   # recorded by dynajax.compile (a draw, a copy): made inside the executable, on its device
         if not _on_step_device(device):
@@ -192,6 +193,7 @@ def _filled(shape: tuple, value, d: np.dtype, device, requires_grad: bool) -> Te
     return _finish(_full_array(shape, value, d), device, requires_grad)
 
 
+@_dtype.x64.wrap
 def _made(op_: registry.Op, device, requires_grad: bool, **params) -> Tensor:
     """``op_(**params)`` (an op of Python values only): recorded where :func:`_recorded_here`, else run."""
     if _recorded_here(device, requires_grad):
@@ -199,6 +201,7 @@ def _made(op_: registry.Op, device, requires_grad: bool, **params) -> Tensor:
     return _finish(op_.impl(**params), device, requires_grad)
 
 
+@_dtype.x64.wrap
 def _full_array(shape: tuple, value, d: np.dtype, once: bool = False):
     """An eager array of ``shape`` filled with ``value``: made in numpy and copied in when
     ``_device.host_made`` says so (``jnp.full`` compiles a kernel for each new shape, ~30 ms), else by
@@ -565,3 +568,82 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
         raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {type(src).__name__}")
     broadcast_error(None, self, src)   # raises PyTorch's error where the shapes cannot broadcast
     return write(self, src.to(self.dtype))
+
+
+# ---------------------------------------------------------------- strided/permuted empties, more random fills
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                  pin_memory: bool = False) -> Tensor:
+    """``empty(size)``: JAX arrays have no strides, so ``stride`` only has to match ``size`` in length."""
+    if len(stride) != len(size):
+        raise RuntimeError(f"mismatch in length of strides and shape")
+    return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                   pin_memory: bool = False) -> Tensor:
+    """``empty(size)`` (the memory order ``physical_layout`` asks for has no meaning for a JAX array)."""
+    if sorted(physical_layout) != list(range(len(size))):
+        raise RuntimeError(f"Dimension mismatch or not a permutation: size {list(size)}, physical_layout "
+                           f"{list(physical_layout)}")
+    return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+@method()
+def new_empty_strided(self: Tensor, size, stride, *, dtype=None, layout=None, device=None,
+                      requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                         requires_grad=requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None, requires_grad: bool = False) -> Tensor:
+    """A 0-d tensor holding the number ``s``, of the default float dtype unless told."""
+    return tensor(s, dtype=dtype or _dtype.get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+def fill(input: Tensor, value) -> Tensor:
+    """A tensor like ``input`` filled with ``value`` (a number or a 0-d tensor), as ``torch.fill``; the
+    gradient flows to a tensor ``value`` (summed), none to ``input``."""
+    from .elementwise import where
+    if isinstance(value, Tensor):
+        if value._value.ndim != 0:
+            raise RuntimeError(f"fill only supports 0-dimension value tensor but got tensor with "
+                               f"{value._value.ndim} dimensions.")
+        value = value.to(input.dtype)
+    return where(input.new_ones(tuple(input.shape), dtype=_dtype.bool_), value, input)
+
+
+def _transformed_draws(self: Tensor, what: str, kind: str, transform, generator) -> Tensor:
+    """Fill a floating-point tensor with ``transform(d)`` of draws ``d`` (``kind``: standard "uniform" or
+    "normal")."""
+    if not self.is_floating_point():
+        raise RuntimeError(f"{what} is a continuous probability distribution. dtype must be a floating point but "
+                           f"you specified {self.dtype.legacy_name}")
+    d = random.sample(kind, self._value.shape, self._value.dtype, 0.0, 1.0, generator)
+    return _assign_nograd(self, transform(d).astype(self._value.dtype))
+
+
+@method()
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=None) -> Tensor:
+    if sigma <= 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    return _transformed_draws(self, "Cauchy distribution", "uniform",
+                              lambda u: median + sigma * jnp.tan(jnp.pi * (u - 0.5)), generator)
+
+
+@method()
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=None) -> Tensor:
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return _transformed_draws(self, "log_normal", "normal", lambda z: jnp.exp(mean + std * z), generator)
+
+
+@method()
+def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
+    """Fill with the number of Bernoulli(``p``) trials up to the first success (1, 2, ...)."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    u = random.sample("uniform", self._value.shape, np.float64, 0.0, 1.0, generator)
+    return _assign_nograd(self, jnp.ceil(jnp.log1p(-u) / np.log1p(-p)).astype(self._value.dtype))
+
+
+__all__ += ["empty_permuted", "empty_strided", "fill", "scalar_tensor", "zero_"]

@@ -1193,3 +1193,15 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
                            f"prod(self.shape[:other.ndim]), but got {cols} != {math.prod(s[:B.ndim])}")
     return with_out(reshape(solve(reshape(A, (rows, cols)), reshape(B, (rows,))), rest), out)
+
+
+@method()
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> tuple:
+    """``(X, A.clone())`` with ``op(A) X = b`` for the triangular ``A`` (``op``: the transpose with
+    ``transpose``), as PyTorch's deprecated ``torch.triangular_solve``."""
+    M = A.mT if transpose else A
+    return solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular), A.clone()
+
+
+__all__.append("triangular_solve")

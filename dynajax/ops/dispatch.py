@@ -130,6 +130,22 @@ def current():
     return None if cap is None or cap.dual or cap.thread != threading.get_ident() else cap
 
 
+def index_checks():
+    """The recording in progress on this thread if its step checks index bounds on the device
+    (``dynajax.compile(check_indices=True)``, the default; ``ops.index.check_bounds`` then records a check
+    through its ``note_check``), else None."""
+    cap = current()
+    return cap if cap is not None and getattr(cap.owner, "check_indices", False) else None
+
+
+def grad_reset(t) -> None:
+    """``t.grad`` is about to be set to None (``zero_grad``): the recording in progress keeps the grad it had, to
+    put back if the step fails (``compile.checks``)."""
+    cap = current()
+    if cap is not None:
+        cap.grads_before.setdefault(id(t), (t, t._grad))
+
+
 def recorded_args(value):
     """While a step is recorded (not in verify's dual mode): the argument refs of the eqn that computed
     ``value`` (a Sym; an int ref is a graph var), or None."""

@@ -59,9 +59,27 @@ def broadcast_error(exc, *args, **params):
                         f"non-singleton dimension {n - k} (shapes {list(a)} and {list(b)})") from None
 
 
+def refuses(kernel: str, kinds: str, error=NotImplementedError, message: str | None = None):
+    """``check=`` of an op PyTorch's CPU kernel ``kernel`` has no kernel for on dtypes of numpy ``kinds``
+    ("b" bool, "i" signed, "u" unsigned integers, "f" floats): its NotImplementedError naming the kernel and
+    the dtype (``error``, ``message``: another exception, as relu's)."""
+    def check(x, *_, **__):
+        d = x._value.dtype
+        if d.kind in kinds:
+            raise error(message or f"\"{kernel}\" not implemented for '{_dtype.from_np(d).legacy_name}'")
+    return check
+
+
+def tensor_args(name: str, **args) -> None:
+    """PyTorch's TypeError for an argument that must be a Tensor (``args``: name -> (position, value))."""
+    for arg, (pos, v) in args.items():
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{name}(): argument '{arg}' (position {pos}) must be Tensor, not {type(v).__name__}")
+
+
 def export(fn, *aliases, inplace_name: str | None = None):
     """Attach ``fn`` to Tensor under its name and ``aliases``, plus an in-place twin."""
-    method(fn.__name__, *aliases)(fn)
+    fn = method(fn.__name__, *aliases)(fn)   # (the function too runs with 64-bit types on: _dtype.x64)
     if inplace_name:
         def _in_place(self, *args, **kwargs):
             return inplace(self, lambda a: fn(a, *args, **kwargs), inplace_name)
@@ -174,7 +192,7 @@ lgamma = unary("lgamma", jax.scipy.special.gammaln, lambda g, out, x, **_: (g * 
 _digamma_f = jax.custom_jvp(jax.scipy.special.digamma)
 _digamma_f.defjvp(lambda p, t: (jax.scipy.special.digamma(p[0]), polygamma_values(1, p[0]) * t[0]))
 digamma = unary("digamma", _digamma_f, lambda g, out, x, **_: (g * polygamma(1, x),))
-square = unary("square", jnp.square, lambda g, out, x: (g * 2 * _cj(x),), to_float=False)
+square = unary("square", lambda x: jnp.square(x.astype(np.int64) if x.dtype == np.bool_ else x), lambda g, out, x: (g * 2 * _cj(x),), to_float=False)
 def _neg_check(x):
     """PyTorch's error for ``-`` on a bool tensor."""
     if x._value.dtype == np.bool_:
@@ -204,19 +222,28 @@ def _relu_impl(x):
     return _relu_f(x) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.maximum(x, jnp.zeros((), x.dtype))
 
 
-abs = unary("abs", _abs_impl, lambda g, out, x: (g * sgn(x),), to_float=False)
-relu = unary("relu", _relu_impl, lambda g, out, x: (_where0(out > 0, g),), to_float=False)
-sign = unary("sign", lambda x: x if x.dtype == np.bool_ else jnp.sign(x),  # a bool is its own sign (PyTorch)
-             lambda g, out, x: (g * 0,), to_float=False)
+def _sign_impl(x):
+    """A bool is its own sign; NaN's sign is 0 (PyTorch's CPU kernel)."""
+    if x.dtype == np.bool_:
+        return x
+    s = jnp.sign(x)
+    return jnp.where(jnp.isnan(x), jnp.zeros((), x.dtype), s) if x.dtype.kind == "f" else s
+
+
+abs = unary("abs", _abs_impl, lambda g, out, x: (g * sgn(x),), to_float=False, check=refuses("abs_cpu", "b"))
+relu = unary("relu", _relu_impl, lambda g, out, x: (_where0(out > 0, g),), to_float=False,
+             check=refuses("relu", "b", RuntimeError, "Boolean inputs not supported for relu"))
+sign = unary("sign", _sign_impl, lambda g, out, x: (g * 0,), to_float=False)
 floor = unary("floor", lambda x: jnp.floor(x) if x.dtype.kind == "f" else x,
-              lambda g, out, x: (g * 0,), to_float=False)
+              lambda g, out, x: (g * 0,), to_float=False, check=refuses("floor_vml_cpu", "b"))
 ceil = unary("ceil", lambda x: jnp.ceil(x) if x.dtype.kind == "f" else x,
-             lambda g, out, x: (g * 0,), to_float=False)
+             lambda g, out, x: (g * 0,), to_float=False, check=refuses("ceil_vml_cpu", "b"))
 trunc = unary("trunc", lambda x: jnp.trunc(x) if x.dtype.kind == "f" else x,
-              lambda g, out, x: (g * 0,), to_float=False)
-frac = unary("frac", lambda x: x - jnp.trunc(x), lambda g, out, x: (g,), to_float=False)
+              lambda g, out, x: (g * 0,), to_float=False, check=refuses("trunc_vml_cpu", "b"))
+frac = unary("frac", lambda x: x - jnp.trunc(x), lambda g, out, x: (g,), to_float=False,
+             check=refuses("frac_cpu", "biu"))
 logical_not = unary("logical_not", jnp.logical_not, None, to_float=False)
-bitwise_not = unary("bitwise_not", jnp.invert, None, to_float=False)
+bitwise_not = unary("bitwise_not", jnp.invert, None, to_float=False, check=refuses("bitwise_not_cpu", "fc"))
 isnan = unary("isnan", jnp.isnan, None, to_float=False, has_inplace=False)
 isinf = unary("isinf", jnp.isinf, None, to_float=False, has_inplace=False)
 isfinite = unary("isfinite", jnp.isfinite, None, to_float=False, has_inplace=False)
@@ -227,7 +254,7 @@ method("absolute")(abs)
 method("fix")(trunc)
 
 
-@op("round")
+@op("round", check=refuses("round_vml_cpu", "b"))
 def _round_impl(x, *, decimals):
     if x.dtype.kind != "f":
         return x
@@ -322,14 +349,17 @@ def _cast(v, dtype):
 
 
 def binary(name: str, impl, rule=None, result: str = "promote", method_name: str | None = None,
-           has_inplace: bool = True, check=None, saves_out=None):
+           has_inplace: bool = True, check=None, saves_out=None, numbers: str = "other"):
     """Declare a binary elementwise op computing in PyTorch's promoted dtype.
 
     ``result``: "promote" keeps the promoted dtype, "float" sends ints to the
     default float (true division), "int" rejects floats (bitwise ops); the
     impl's own output dtype (bool for comparisons) is kept. ``check`` and
-    ``saves_out``: as for :func:`op` and ``Op.defvjp``.
+    ``saves_out``: as for :func:`op` and ``Op.defvjp``. ``numbers``: which operands PyTorch's signatures
+    take as a Python number, others raising its TypeError: "other" (``eq(t, 2)``, not ``eq(2, t)``),
+    "either" (one of the two: ``pow(2, t)``), "any" (``add(2, 3)``), "none" (``maximum``, ``atan2``).
     """
+    pub = method_name or name
     o = op(name, check=check, error=broadcast_error)(lambda x, y, *, dtype: impl(_cast(x, dtype), _cast(y, dtype)))
     if rule is not None:
         o.defvjp(*(rule if isinstance(rule, tuple) else (rule,)), saves_out=saves_out)
@@ -337,6 +367,8 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
     by_dtype = {}  # promoted dtype -> (params, jitted impl): the hot path skips the generic lookup
 
     def public(input, other, *, out=None) -> Tensor:
+        if numbers != "any" and not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+            _number_operands(pub, numbers, input, other)
         d = _dtype.result_type2(input, other)
         if result == "promote" and out is None:
             hit = by_dtype.get(d)
@@ -357,6 +389,14 @@ def binary(name: str, impl, rule=None, result: str = "promote", method_name: str
     return public
 
 
+def _number_operands(name: str, numbers: str, input, other) -> None:
+    """:func:`binary`'s TypeError for a Python number where the op's signature wants a Tensor."""
+    if not isinstance(input, Tensor) and (numbers != "either" or not isinstance(other, Tensor)):
+        tensor_args(name, input=(1, input))
+    if numbers == "none":
+        tensor_args(name, other=(2, other))
+
+
 def _power(x, y):
     """``x ** y``; an integer to a negative power is 0 unless ``x`` is 1 or -1, as in PyTorch."""
     r = jnp.power(x, y)
@@ -366,10 +406,12 @@ def _power(x, y):
     return jnp.where(y < 0, neg.astype(x.dtype), r)
 
 
-def _pow_check(x, y, **_):
+def _pow_check(x, y, *, dtype, **_):
     """PyTorch's error for an integer tensor to a negative integer power (a Python number: no device read)."""
     if isinstance(y, (int, np.integer)) and y < 0 and _is_t(x) and _dtype.is_integral(x._value.dtype, True):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if dtype == np.bool_:
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
 
 
 def _pow_rule(g, out, x, y, **_):
@@ -447,46 +489,50 @@ def _int_div_check(kernel: str):
     return check
 
 
-_add = binary("add", jnp.add, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: g), method_name="_add")
+_add = binary("add", jnp.add, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: g), method_name="_add",
+              numbers="any")
 _sub = binary("sub", jnp.subtract, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: -g),
-              method_name="_sub", check=_sub_check)
-mul = binary("mul", jnp.multiply, (lambda g, out, x, y, **_: g * _cj(y), lambda g, out, x, y, **_: g * _cj(x)))
+              method_name="_sub", check=_sub_check, numbers="any")
+mul = binary("mul", jnp.multiply, (lambda g, out, x, y, **_: g * _cj(y), lambda g, out, x, y, **_: g * _cj(x)),
+             numbers="any")
 _true_div = binary("div", jnp.true_divide,
                    (lambda g, out, x, y, **_: g / _cj(y), lambda g, out, x, y, **_: -g * _cj(x / (y * y))), "float",
-                   method_name="_div")
+                   method_name="_div", numbers="any")
 floor_divide = binary("floor_divide", jnp.floor_divide, lambda g, out, x, y, **_: (g * 0, g * 0),
-                      check=_int_div_check("div_floor"))
+                      check=_int_div_check("div_floor"), numbers="any")
 _trunc_div = binary("div_trunc", lambda a, b: jnp.trunc(a / b).astype(a.dtype) if a.dtype.kind == "f"
                     else jnp.sign(a) * jnp.sign(b) * (jnp.abs(a) // jnp.abs(b)),
                     lambda g, out, x, y, **_: (g * 0, g * 0), method_name="_div_trunc",
-                    check=_int_div_check("div_trunc"))
+                    check=_int_div_check("div_trunc"), numbers="any")
 remainder = binary("remainder", jnp.remainder, lambda g, out, x, y, **_: (g, -g * floor_divide(x, y)),
-                   check=_int_div_check("remainder"))
+                   check=_int_div_check("remainder"), numbers="either")
 fmod = binary("fmod", jnp.fmod, lambda g, out, x, y, **_: (g, -g * div(x, y, rounding_mode="trunc")),
               check=_int_div_check("fmod"))
 # the result is saved only with a tensor exponent (PyTorch's pow.Tensor_Tensor and pow.Scalar, not Tensor_Scalar)
-pow = binary("pow", _power, _pow_rule, check=_pow_check, saves_out=lambda x, y, **_: _is_t(y))
+pow = binary("pow", _power, _pow_rule, check=_pow_check, saves_out=lambda x, y, **_: _is_t(y), numbers="either")
 atan2 = binary("atan2", jnp.arctan2,
-               lambda g, out, x, y, **_: (g * y / (x * x + y * y), -g * x / (x * x + y * y)), "float")
-maximum = binary("maximum", jnp.maximum, _max_rule, has_inplace=False)
-minimum = binary("minimum", jnp.minimum, _min_rule, has_inplace=False)
-hypot = binary("hypot", jnp.hypot, lambda g, out, x, y, **_: (g * x / out, g * y / out), "float")
+               lambda g, out, x, y, **_: (g * y / (x * x + y * y), -g * x / (x * x + y * y)), "float",
+               numbers="none")
+maximum = binary("maximum", jnp.maximum, _max_rule, has_inplace=False, numbers="none")
+minimum = binary("minimum", jnp.minimum, _min_rule, has_inplace=False, numbers="none")
+hypot = binary("hypot", jnp.hypot, lambda g, out, x, y, **_: (g * x / out, g * y / out), "float", numbers="none")
 logaddexp = binary("logaddexp", jnp.logaddexp,
-                   lambda g, out, x, y, **_: (g * sigmoid(x - y), g * sigmoid(y - x)), "float", has_inplace=False)
+                   lambda g, out, x, y, **_: (g * sigmoid(x - y), g * sigmoid(y - x)), "float", has_inplace=False,
+                   numbers="none")
 eq = binary("eq", jnp.equal)
 ne = binary("ne", jnp.not_equal)
 lt = binary("lt", jnp.less)
 le = binary("le", jnp.less_equal)
 gt = binary("gt", jnp.greater)
 ge = binary("ge", jnp.greater_equal)
-logical_and = binary("logical_and", jnp.logical_and)
-logical_or = binary("logical_or", jnp.logical_or)
-logical_xor = binary("logical_xor", jnp.logical_xor)
-bitwise_and = binary("bitwise_and", jnp.bitwise_and, result="int")
-bitwise_or = binary("bitwise_or", jnp.bitwise_or, result="int")
-bitwise_xor = binary("bitwise_xor", jnp.bitwise_xor, result="int")
-bitwise_left_shift = binary("bitwise_left_shift", jnp.left_shift, result="int")
-bitwise_right_shift = binary("bitwise_right_shift", jnp.right_shift, result="int")
+logical_and = binary("logical_and", jnp.logical_and, numbers="none")
+logical_or = binary("logical_or", jnp.logical_or, numbers="none")
+logical_xor = binary("logical_xor", jnp.logical_xor, numbers="none")
+bitwise_and = binary("bitwise_and", jnp.bitwise_and, result="int", numbers="either")
+bitwise_or = binary("bitwise_or", jnp.bitwise_or, result="int", numbers="either")
+bitwise_xor = binary("bitwise_xor", jnp.bitwise_xor, result="int", numbers="either")
+bitwise_left_shift = binary("bitwise_left_shift", jnp.left_shift, result="int", numbers="either")
+bitwise_right_shift = binary("bitwise_right_shift", jnp.right_shift, result="int", numbers="either")
 arctan2, true_divide, multiply = atan2, _true_div, mul
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 for _n, _f in (("greater", gt), ("greater_equal", ge), ("less", lt), ("less_equal", le),
@@ -564,8 +610,8 @@ def _where_impl(c, x, y, *, dtype):
 
 @_where_impl.defvjp
 def _where_vjp(g, out, c, x, y, **_):
-    zero = g * 0
-    return None, where(c, g, zero), where(c, zero, g)
+    # (0, not g * 0: a NaN or inf cotangent must not reach the operand that was not picked, as in PyTorch)
+    return None, where(c, g, 0.0), where(c, 0.0, g)
 
 
 def where(condition, input=None, other=None) -> Tensor:
@@ -691,8 +737,14 @@ def sgn(input: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- Python operators
-def _reflect(fn):
-    return lambda self, other: fn(other, self)
+def _reflect(fn, dunder: str):
+    def reflected(self, other):
+        if not isinstance(self, Tensor):   # (called unbound, as ``Tensor.__radd__(2, t)``)
+            raise TypeError(f"descriptor '{dunder}' for 'Tensor' objects doesn't apply to a "
+                            f"'{type(self).__name__}' object")
+        return fn(other, self)
+    reflected.__name__ = dunder
+    return reflected
 
 
 def _eq_op(fn):
@@ -711,12 +763,13 @@ for _dunder, _fn in {
 }.items():
     setattr(Tensor, _dunder, _fn)
     if not _dunder[2:-2] in ("lt", "le", "gt", "ge"):
-        setattr(Tensor, "__r" + _dunder[2:], _reflect(_fn))
+        setattr(Tensor, "__r" + _dunder[2:], _reflect(_fn, "__r" + _dunder[2:]))
         setattr(Tensor, "__i" + _dunder[2:], getattr(Tensor, {
             "__add__": "add_", "__sub__": "sub_", "__mul__": "mul_", "__truediv__": "div_",
             "__floordiv__": "floor_divide_", "__mod__": "remainder_", "__pow__": "pow_",
             "__and__": "bitwise_and_", "__or__": "bitwise_or_", "__xor__": "bitwise_xor_",
             "__lshift__": "bitwise_left_shift_", "__rshift__": "bitwise_right_shift_"}[_dunder]))
+Tensor.__rdiv__ = Tensor.__rtruediv__
 Tensor.__eq__ = _eq_op(eq)
 Tensor.__ne__ = _eq_op(ne)
 Tensor.__neg__ = neg

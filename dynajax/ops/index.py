@@ -7,7 +7,9 @@ tensors, lists and masks then apply to the dims ``dims`` of that view with
 numpy's advanced-indexing rules. The index arrays are dynamic op arguments, so
 new index values reuse the compiled op. JAX clamps out-of-range indices, so
 bounds are checked on the host first (one min/max read), as PyTorch's CPU
-kernels do.
+kernels do; inside a compiled step (``dynajax.compile``, ``check_indices=True``)
+they are checked on the device instead, and the error surfaces later
+(``compile.checks``).
 
 >>> x = dynajax.arange(6.0).reshape(2, 3)
 >>> x[x > 3]
@@ -16,15 +18,18 @@ tensor([4., 5.])
 from __future__ import annotations
 
 import functools
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
+from .._device import user_frame
 from .._tensor import Tensor, _make, _wrap_dim
 from .convert import cast
 from .creation import full, tensor
+from .dispatch import index_checks
 from .elementwise import broadcast_error, export, where, with_out
 from .registry import apply, op
 from .shape import expand, reshape
@@ -77,18 +82,55 @@ def _extrema(vals: list):
     return np.asarray(_extrema_dev(tuple(vals)))
 
 
-def check_bounds(indices, sizes, fail, negative: bool = True) -> None:
+def check_bounds(indices, sizes, fail, negative: bool = True, ignore: int | None = None,
+                 name: str | None = None) -> None:
     """Call ``fail(bad_index, k)`` for the first index tensor ``k`` with a value outside
-    ``[-size, size)`` (``[0, size)`` unless ``negative``)."""
-    todo = [(k, _val(t), s) for k, (t, s) in enumerate(zip(indices, sizes)) if 0 not in t._value.shape]
-    todo = [(k, v, s) for k, v, s in todo if _concrete(v)]  # under capture the values are unknown
+    ``[-size, size)`` (``[0, size)`` unless ``negative``; a value equal to ``ignore`` is never bad).
+
+    While a compiled step that checks indices is recorded (``dispatch.index_checks``), each index tensor
+    also gets a device check (``_out_of_bounds``, recorded into the step; values known already, an
+    argument's, are read at once as well) and ``fail`` is kept to raise when the step's report is read;
+    ``name`` (default: the caller's) names the op there."""
+    todo = [(k, t, s) for k, (t, s) in enumerate(zip(indices, sizes)) if 0 not in t._value.shape]
     if not todo:
         return
-    for (k, _, s), (lo, hi) in zip(todo, _extrema([v for _, v, _ in todo])):
+    known = [(k, v, s) for k, v, s in [(k, _val(t), s) for k, t, s in todo] if _concrete(v)]
+    if known:   # values known here (eagerly; an argument of a compiled step): read now, raised at once
+        _check_known(known, fail, negative, ignore)
+    cap = index_checks()
+    if cap is not None:   # (an argument's check too: a replayed call runs no Python)
+        where = user_frame()
+        where = (where.f_code.co_filename, where.f_lineno) if where is not None else None
+        name = name or sys._getframe(1).f_code.co_name.strip("_")
+        for k, t, s in todo:
+            cap.note_check(_out_of_bounds, {"size": int(s), "negative": bool(negative), "ignore": ignore}, t,
+                           functools.partial(fail, k=k), name, where)
+
+
+def _check_known(todo, fail, negative, ignore) -> None:
+    for (k, v, s), (lo, hi) in zip(todo, _extrema([v for _, v, _ in todo])):
+        if ignore is not None and (lo < 0 or hi >= s):   # (rare: the values again, for the first bad one)
+            a = np.asarray(v).reshape(-1)
+            bad = a[(a != ignore) & ((a < (-s if negative else 0)) | (a >= s))]
+            if bad.size:
+                fail(int(bad[0]), k)
+            continue
         if hi >= s:
             fail(int(hi), k)
         if lo < (-s if negative else 0):
             fail(int(lo), k)
+
+
+def _out_of_bounds(idx, *, size, negative, ignore):
+    """A compiled step's check of index values ``idx``: ``[1, the bad value]`` where one is out of
+    ``check_bounds``'s range (the same value its host path names), else ``[0, ...]``."""
+    i = idx.reshape(-1)
+    low = -size if negative else 0
+    if ignore is None:
+        hi, lo = i.max(), i.min()
+        return jnp.stack([((hi >= size) | (lo < low)).astype(i.dtype), jnp.where(hi >= size, hi, lo)])
+    bad = ((i < low) | (i >= size)) & (i != ignore)
+    return jnp.stack([bad.any().astype(i.dtype), i[jnp.argmax(bad)]])
 
 
 def _raise(exc, fmt: str):
@@ -142,6 +184,7 @@ def _classify(item):
                      f"valid indices (got {type(item).__name__})")
 
 
+@_dtype.x64.wrap
 def parse_key(shape: tuple, key):
     """Split ``key`` into ``(basic, dims, arrays)``: the static basic key, the dims of
     ``x[basic]`` that the index tensors ``arrays`` apply to (masks become their nonzero
@@ -208,9 +251,12 @@ def parse_key(shape: tuple, key):
         raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
                          + ", ".join(str(list(_shape(a))) for a in arrays)) from None
 
+    dim_sizes = [(c[2], c[1]) for c in checks]   # (not the tensors: a compiled step keeps ``fail``)
+
     def fail(i, k):  # PyTorch numbers the dim among the indexed dims
-        raise IndexError(f"index {i} is out of bounds for dimension {checks[k][2]} with size {checks[k][1]}")
-    check_bounds([c[0] for c in checks], [c[1] for c in checks], fail)
+        raise IndexError(f"index {i} is out of bounds for dimension {dim_sizes[k][0]} with size {dim_sizes[k][1]}")
+    check_bounds([c[0] for c in checks], [c[1] for c in checks], fail,
+                 name="index_put" if sys._getframe(1).f_code.co_name == "_put_key" else "index")
     while basic and basic[-1] == _FULL:
         basic.pop()
     return tuple(basic), tuple(dims), arrays
@@ -421,7 +467,7 @@ def index_select(input: Tensor, dim: int, index: Tensor, *, out=None) -> Tensor:
     if scalar and index._value.size != 1:
         raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index._value.size} value(s)")
     check_bounds([index], [_shape(input)[d] if not scalar else 1],
-                 _raise(IndexError, "index out of range in self"), negative=False)
+                 _raise(IndexError, "index out of range in self"), negative=False, name="index_select")
     if scalar:   # a 0-d input gives a 0-d result: its one element
         r = apply(_index, reshape(input, (1,)), index, basic=(), dims=(0,), in_shape=(1,))
         return with_out(reshape(r, ()), out)
@@ -462,7 +508,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
                                f"dimension. Got self.shape = [] source.shape = {list(_shape(source))}")
         if index._value.size != 1:   # (PyTorch's own message for this case)
             raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
-        check_bounds([index], [1], _raise(IndexError, "index out of range in self"), negative=False)
+        check_bounds([index], [1], _raise(IndexError, "index out of range in self"), negative=False, name="index_add")
         return _on_scalar(index_add, input, dim, index, source, alpha=alpha)
     d, index = _dim_index("index_add_", input, dim, index, vector_msg=(
         f"index_add_(): Index is supposed to be a vector, but got dim: {index._value.ndim} with type: "
@@ -473,7 +519,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     _check_source("index_add_", input, d, index, source, RuntimeError)
     check_bounds([index], [_shape(input)[d]],
                  _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {_shape(input)[d]}"),
-                 negative=False)
+                 negative=False, name="index_add")
     if not isinstance(alpha, Tensor):   # PyTorch converts alpha to the input's dtype (an int one truncates it)
         dt = input._value.dtype
         alpha = _dtype.checked_scalar(alpha, dt)
@@ -495,7 +541,7 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
     _check_source("index_copy_", input, d, index, source, IndexError)
     check_bounds([index], [_shape(input)[d]], _raise(
         IndexError, f"index_copy_(): index {{i}} is out of bounds for dimension {d} with size {_shape(input)[d]}"),
-        negative=False)
+        negative=False, name="index_copy")
     return _put_dim(input, d, index, source, False)
 
 
@@ -511,7 +557,8 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
         raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
     value = _dtype.checked_scalar(value, input._value.dtype)
     n = _shape(input)[d] if input._value.ndim else 1
-    check_bounds([index], [n], _raise(IndexError, f"index {{i}} is out of bounds for dimension {d} with size {n}"))
+    check_bounds([index], [n], _raise(IndexError, f"index {{i}} is out of bounds for dimension {d} with size {n}"),
+                 name="index_fill")
     if input._value.ndim == 0:
         return _on_scalar(index_fill, input, dim, index, value, fill=True)
     if isinstance(value, Tensor):
@@ -648,7 +695,7 @@ def _check_gather_args(name: str, input: Tensor, dim: int, index: Tensor, src=No
                                f"{d}" + (f" and to be no larger size than src {list(s)}" if s is not None else ""))
     n = x[d] if x else 1
     check_bounds([index], [n], _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {n}"),
-                 negative=False)
+                 negative=False, name=name)
     return d
 
 
@@ -731,7 +778,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
                            f"dimensions, but got {len(x)} dimensions for input, and {len(i)} dimensions for indices")
     d = _wrap_dim(dim, len(x))
     n = x[d]   # along a dim, PyTorch takes negative indices from the end (the flattened form does not)
-    check_bounds([indices], [n], _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {n}"))
+    check_bounds([indices], [n], _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {n}"),
+                 name="take_along_dim")
     indices = where(indices < 0, indices + n, indices)
     b = list(np.broadcast_shapes(x[:d] + (1,) + x[d + 1:], i[:d] + (1,) + i[d + 1:]))
     return gather(expand(input, tuple(b[:d] + [x[d]] + b[d + 1:])), d,
@@ -744,7 +792,7 @@ def _flat_index(name: str, input: Tensor, index: Tensor) -> None:
         raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
     n = input.numel()
     check_bounds([index], [n], _raise(IndexError, f"out of range: tried to access index {{i}} on a tensor of {n} "
-                                                  "elements."))
+                                                  "elements."), name=name)
 
 
 @export
@@ -846,3 +894,119 @@ def nonzero(input: Tensor, *, out=None, as_tuple: bool = False):
 def argwhere(input: Tensor) -> Tensor:
     """``nonzero(input)``: an ``(n, ndim)`` tensor of the indices of nonzero elements."""
     return nonzero(input)
+
+
+# ---------------------------------------------------------------- scatters into views, index_reduce, strides
+def _written_through(input: Tensor, src: Tensor, view) -> Tensor:
+    """A copy of ``input`` with ``view(copy)`` (a view of it) overwritten by ``src``: the ``*_scatter`` ops."""
+    out = input.clone()
+    view(out).copy_(src)
+    return out
+
+
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """``input`` with the diagonal ``input.diagonal(offset, dim1, dim2)`` replaced by ``src``."""
+    return _written_through(input, src, lambda t: t.diagonal(offset, dim1, dim2))
+
+
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    return _written_through(input, src, lambda t: t.select(dim, index))
+
+
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
+    d = _wrap_dim(dim, input._value.ndim)
+    return _written_through(input, src, lambda t: t[(slice(None),) * d + (slice(start, end, step),)])
+
+
+def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                 include_self: bool = True) -> Tensor:
+    """Slices of ``source`` reduced (``"prod"``, ``"mean"``, ``"amax"``, ``"amin"``) into the slices
+    ``index`` of ``input`` along ``dim``: ``scatter_reduce`` with ``index`` spread along the other dims."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
+                           f"{reduce}.")
+    nd = source._value.ndim
+    d = _wrap_dim(dim, max(nd, 1))
+    shape = [1] * nd
+    if nd:
+        shape[d] = -1
+    spread = expand(reshape(index, tuple(shape)), tuple(source.shape)) if nd else index.reshape(())
+    return scatter_reduce(input, d, spread, source, reduce, include_self=include_self)
+
+
+def _strided_positions(size, stride, storage_offset: int) -> np.ndarray:
+    """The flat positions of an ``as_strided`` view: ``storage_offset + sum_k i_k * stride_k``."""
+    pos = np.full(tuple(int(s) for s in size), int(storage_offset), np.int64)
+    for k, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[k] = int(n)
+        pos = pos + np.arange(int(n), dtype=np.int64).reshape(shape) * int(s)
+    return pos
+
+
+def as_strided(input: Tensor, size, stride, storage_offset=None) -> Tensor:
+    """The elements a strided view of ``input``'s (contiguous) storage would see, as a new tensor: JAX arrays
+    have no strides, so this is a gather, not a view (writes to it do not reach ``input``)."""
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape")
+    pos = _strided_positions(size, stride, storage_offset or 0)
+    flat = input.reshape(-1)
+    if pos.size and (pos.max() >= flat.shape[0] or pos.min() < 0):
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "
+                           f"{storage_offset or 0} are out of bounds for a storage of {flat.shape[0]} elements")
+    return flat[tensor(pos)] if pos.size else flat[:0].reshape(tuple(size))
+
+
+def as_strided_scatter(input: Tensor, src: Tensor, size, stride, storage_offset=None) -> Tensor:
+    """A copy of ``input`` whose elements at the ``as_strided`` positions are ``src``'s."""
+    pos = _strided_positions(size, stride, storage_offset or 0)
+    out = input.reshape(-1).clone()
+    if pos.size:
+        out[tensor(pos.reshape(-1))] = src.reshape(-1)
+    return out.reshape(tuple(input.shape))
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """``nonzero`` cut or padded (with ``fill_value``) to ``size`` rows."""
+    nz = nonzero(input)
+    n = nz.shape[0]
+    if n >= size:
+        return nz[:size]
+    pad = full((size - n, nz.shape[1]), fill_value, dtype=nz.dtype)
+    from .join import cat
+    return cat([nz, pad])
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of ``elements`` is among ``test_elements`` (either may be a number)."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin() received an invalid combination of arguments - got (numbers), but expected at "
+                        "least one Tensor")
+    e = elements if isinstance(elements, Tensor) else tensor(elements)
+    t = test_elements if isinstance(test_elements, Tensor) else tensor(test_elements)
+    hit = (e.unsqueeze(-1) == t.reshape(-1)).any(-1)
+    return ~hit if invert else hit
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-``r`` combinations of the 1-D ``input``'s elements, one per row (``itertools`` order)."""
+    import itertools
+    if input._value.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return input.new_empty((0,))
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = np.array(list(pick(range(input.shape[0]), r)), np.int64).reshape(-1, r)
+    if not idx.size:
+        return input.new_empty((0, r))
+    return input[tensor(idx)]
+
+
+for _f in (diagonal_scatter, select_scatter, slice_scatter, index_reduce, as_strided, as_strided_scatter,
+           nonzero_static, isin):
+    export(_f)
+as_strided_copy = as_strided
+__all__ += ["as_strided", "as_strided_copy", "as_strided_scatter", "combinations", "diagonal_scatter",
+            "index_reduce", "isin", "nonzero_static", "select_scatter", "slice_scatter"]

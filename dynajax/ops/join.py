@@ -685,3 +685,12 @@ def unsqueeze_(self: Tensor, dim: int) -> Tensor:
     r = unsqueeze(self, dim)
     _check_inplace_allowed(self)
     return _reshape_inplace(self, r)
+
+
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    """A matrix with ``input``'s elements (flattened) on diagonal ``offset``."""
+    return diag(reshape(input, (-1,)), offset)
+
+
+export(diagflat)
+__all__.append("diagflat")

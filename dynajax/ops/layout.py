@@ -20,6 +20,7 @@ __all__ = ["block_diag", "cross", "dsplit", "hsplit", "tril_indices", "triu_indi
 
 
 # ---------------------------------------------------------------- tril_indices / triu_indices
+@_dtype.x64.wrap
 def _triangle_indices(name: str, pick, row: int, col: int, offset: int, dtype) -> Tensor:
     if row < 0:
         raise RuntimeError(f"row must be non-negative, got{row}")

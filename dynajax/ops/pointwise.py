@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
 from .._tensor import Tensor
 from .elementwise import (_abs_impl, _float_np, binary, broadcast_error, cos, export, isnan, log, rsqrt, sign,
-                          unary, where, with_out)
+                          tensor_args, unary, where, with_out)
 from .registry import apply, op
 
 __all__ = ["acosh", "arccosh", "addcdiv", "addcmul", "copysign", "fmax", "fmin", "logit", "signbit", "sinc",
@@ -88,7 +89,7 @@ def _xlogy_y(g, out, x, y, **_):
     return g * x / y
 
 
-xlogy = binary("xlogy", _xlogy_impl, (_xlogy_x, _xlogy_y), "float")
+xlogy = binary("xlogy", _xlogy_impl, (_xlogy_x, _xlogy_y), "float", numbers="either")
 
 
 def _copysign_impl(x, y):
@@ -122,22 +123,15 @@ _fmax = binary("fmax", _fmax_impl, _fmax_rules, has_inplace=False)
 _fmin = binary("fmin", _fmin_impl, _fmin_rules, has_inplace=False)
 
 
-def _tensor_args(name: str, **args) -> None:
-    """PyTorch's TypeError for an argument that must be a Tensor (``args``: name -> (position, value))."""
-    for arg, (pos, v) in args.items():
-        if not _is_t(v):
-            raise TypeError(f"{name}(): argument '{arg}' (position {pos}) must be Tensor, not {type(v).__name__}")
-
-
 def fmax(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     """The elementwise maximum ignoring NaNs, as ``torch.fmax``."""
-    _tensor_args("fmax", input=(1, input), other=(2, other))
+    tensor_args("fmax", input=(1, input), other=(2, other))
     return _fmax(input, other, out=out)
 
 
 def fmin(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     """The elementwise minimum ignoring NaNs, as ``torch.fmin``."""
-    _tensor_args("fmin", input=(1, input), other=(2, other))
+    tensor_args("fmin", input=(1, input), other=(2, other))
     return _fmin(input, other, out=out)
 
 
@@ -168,7 +162,7 @@ def _value_for(value, d: np.dtype):
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1, out=None) -> Tensor:
     """``input + value * tensor1 * tensor2``, broadcast and promoted across the three tensors."""
-    _tensor_args("addcmul", input=(1, input), tensor1=(2, tensor1), tensor2=(3, tensor2))
+    tensor_args("addcmul", input=(1, input), tensor1=(2, tensor1), tensor2=(3, tensor2))
     _broadcastable(input, tensor1, tensor2)
     v = _value_for(value, _dtype.result_type(input, tensor1, tensor2))
     prod = tensor1 * tensor2
@@ -178,7 +172,7 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1, out=Non
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1, out=None) -> Tensor:
     """``input + value * tensor1 / tensor2`` (true division; integer ``tensor1`` and ``tensor2`` raise, as
     in PyTorch)."""
-    _tensor_args("addcdiv", input=(1, input), tensor1=(2, tensor1), tensor2=(3, tensor2))
+    tensor_args("addcdiv", input=(1, input), tensor1=(2, tensor1), tensor2=(3, tensor2))
     _broadcastable(input, tensor1, tensor2)
     if _dtype.is_integral(tensor1._value.dtype, True) and _dtype.is_integral(tensor2._value.dtype, True):
         raise RuntimeError(
@@ -194,3 +188,96 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1, out=Non
 
 export(addcmul, inplace_name="addcmul_")
 export(addcdiv, inplace_name="addcdiv_")
+
+
+# ---------------------------------------------------------------- more of PyTorch's pointwise functions
+_LN2 = math.log(2.0)
+gcd = binary("gcd", jnp.gcd, result="int", numbers="none")
+lcm = binary("lcm", jnp.lcm, result="int", numbers="none")
+_nextafter_f = jax.custom_jvp(jnp.nextafter)   # (JAX's has no derivative: lowered graphs get the rule's)
+
+
+@_nextafter_f.defjvp
+def _nextafter_jvp(primals, tangents):
+    out = jnp.nextafter(*primals)
+    return out, jnp.broadcast_to(tangents[0], out.shape).astype(out.dtype)
+
+
+
+nextafter = binary("nextafter", _nextafter_f, (lambda g, out, x, y, **_: g, lambda g, out, x, y, **_: g * 0),
+                   numbers="none")   # (the step is locally constant in y, the identity in x: PyTorch's gradient)
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians (integers give the default float dtype)."""
+    return input * (math.pi / 180)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    return input * (180 / math.pi)
+
+
+def positive(input: Tensor) -> Tensor:
+    """``input`` itself (``+input``); a bool tensor raises, as in PyTorch."""
+    if input._value.dtype == np.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def isposinf(input: Tensor) -> Tensor:
+    from .elementwise import isinf
+    return isinf(input) & (input > 0)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    from .elementwise import isinf
+    return isinf(input) & (input < 0)
+
+
+def isreal(input: Tensor) -> Tensor:
+    """True where the element has no imaginary part (every element of a real tensor)."""
+    return input.imag == 0 if input.is_complex() else input.new_ones(tuple(input.shape), dtype=_dtype.bool_)
+
+
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """``input * 2 ** other`` in a floating-point dtype."""
+    tensor_args("ldexp", input=(1, input), other=(2, other))
+    return input * (2.0 ** other)
+
+
+def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
+    """``log2(2 ** input + 2 ** other)``, without overflow."""
+    from .elementwise import logaddexp
+    tensor_args("logaddexp2", input=(1, input), other=(2, other))
+    return logaddexp(input * _LN2, other * _LN2) / _LN2
+
+
+def float_power(input, exponent) -> Tensor:
+    """``pow`` computed in double precision (complex128 when an operand is complex), as ``torch.float_power``."""
+    if not _is_t(input) and not _is_t(exponent):
+        raise TypeError("float_power(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    cplx = any(v.is_complex() if _is_t(v) else isinstance(v, complex) for v in (input, exponent))
+    d = _dtype.complex128 if cplx else _dtype.float64
+    up = [v.to(d) if _is_t(v) else v for v in (input, exponent)]
+    return up[0] ** up[1] if _is_t(up[0]) else up[1].__rpow__(up[0])
+
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """The step function: 0 below 0, 1 above, ``values`` at 0 (the dtypes must agree, as in PyTorch)."""
+    tensor_args("heaviside", input=(1, input), values=(2, values))
+    if input.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    return where(input == 0, values, (input > 0).to(input.dtype))
+
+
+def rsub(input: Tensor, other, alpha=1) -> Tensor:
+    """``other - alpha * input``."""
+    from .elementwise import sub
+    return sub(other, input, alpha=alpha)
+
+
+for _f in (deg2rad, rad2deg, positive, isposinf, isneginf, isreal, ldexp, logaddexp2, float_power, heaviside):
+    export(_f)
+__all__ += ["deg2rad", "float_power", "gcd", "heaviside", "isneginf", "isposinf", "isreal", "lcm", "ldexp",
+            "logaddexp2", "nextafter", "positive", "rad2deg", "rsub"]

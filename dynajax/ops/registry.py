@@ -22,7 +22,9 @@ import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.graph import Node
+from .. import _kernel_cache
 from .._device import eager_compiler_options, watch_eager_kernel
+from .._dtype import x64_set as _x64_set, x64_swap as _x64_swap
 
 _LOAD_OPS = {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
              "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW",
@@ -47,7 +49,8 @@ class Op:
     """One registered op. Create with :func:`op`; attach its VJP with ``@the_op.defvjp``."""
 
     __slots__ = ("name", "impl", "rule", "per_input", "nout", "check", "error", "backward_name",
-                 "_saves", "_saves_rest", "_reads", "_reads_memo", "saves_out", "_jit", "_jit_plain", "differentiable", "none_cotangents")
+                 "_saves", "_saves_rest", "_reads", "_reads_memo", "saves_out", "_jit", "_jit_plain", "differentiable", "none_cotangents",
+                 "eager_pad")
 
     def __init__(self, name: str, impl: Callable, nout: int = 1, check=None, error=None,
                  backward_name: str | None = None) -> None:
@@ -70,6 +73,8 @@ class Op:
         # rules that declare they take it: a multi-output op whose outputs are often unused (an RNN's
         # final state, saved residuals) then differentiates without materialising and reading zeros
         self.none_cotangents = False
+        # eager only: how a call on a new leading size runs on a bucket's kernel (_kernel_cache), or None
+        self.eager_pad = _kernel_cache.rule_for(name)
         camel = "".join(p.capitalize() for p in re.split(r"[_\W]+", name) if p)
         self.backward_name = backward_name or f"{camel}Backward0"
 
@@ -216,7 +221,16 @@ def apply(op: Op, *args, **params):
 
 
 def run(op: Op, fn, args: tuple, params: dict):
-    """``apply`` with the jitted impl ``fn`` already looked up (None: look it up here)."""
+    """``apply`` with the jitted impl ``fn`` already looked up (None: look it up here), with JAX's 64-bit
+    types on for this thread while it runs (``_dtype.x64``: dynajax leaves JAX's global flag alone)."""
+    prev = _x64_swap(True)
+    try:
+        return _run(op, fn, args, params)
+    finally:
+        _x64_set(prev)
+
+
+def _run(op: Op, fn, args: tuple, params: dict):
     if _autocast[0] is not None:   # some thread is in an autocast region: cast before anything sees the op
         cast = _autocast[0](op, args, params)
         if cast is not None:
@@ -248,7 +262,8 @@ def run(op: Op, fn, args: tuple, params: dict):
     elif fn is None:
         fn = op.jitted(params)
     try:
-        out = fn(*vals)
+        if op.eager_pad is None or traced or (out := _kernel_cache.run_bucketed(op, fn, vals, params)) is None:
+            out = fn(*vals)
     except Exception as exc:
         if op.error is not None:
             op.error(exc, *args, **params)

@@ -335,3 +335,41 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if not shape:
         return reshape(input, (1,))
     return make_view(_unfold_dim, input, dim=d, size=int(size), step=int(step))
+
+
+# ---------------------------------------------------------------- adjoints, and copying twins of the views
+Tensor.mH = property(lambda self: transpose(self, -2, -1).conj() if self.is_complex() else transpose(self, -2, -1))
+method("adjoint")(lambda self: self.mH)
+
+
+def _copying(view: str):
+    """``torch.<view>_copy``: the view method ``view``'s result (each of them, for a sequence) as a new tensor,
+    sharing nothing with ``input``."""
+    def copy(input: Tensor, *args, **kwargs):
+        out = getattr(input, view)(*args, **kwargs) if view != "alias" else input
+        return tuple(o.clone() for o in out) if isinstance(out, (tuple, list)) else out.clone()
+    copy.__name__ = copy.__qualname__ = f"{view}_copy"
+    copy.__doc__ = f"``input.{view}(...)`` as a copy, as ``torch.{view}_copy``."
+    return copy
+
+
+for _view in ("alias", "diagonal", "expand", "narrow", "permute", "split_with_sizes", "squeeze", "t", "transpose",
+              "unbind", "unfold", "unsqueeze", "view"):
+    globals()[f"{_view}_copy"] = _copying(_view)
+    __all__.append(f"{_view}_copy")
+method("narrow_copy")(narrow_copy)  # noqa: F821 (made just above)
+
+
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """``chunk`` (PyTorch's unsafe twin only skips a version check dynajax has no use for)."""
+    return input.chunk(chunks, dim)
+
+
+def unsafe_split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+    """``split``, as :func:`unsafe_chunk` is ``chunk``."""
+    return input.split(split_size_or_sections, dim)
+
+
+method("unsafe_chunk")(unsafe_chunk)
+method("unsafe_split")(unsafe_split)
+__all__ += ["unsafe_chunk", "unsafe_split"]

@@ -80,7 +80,7 @@ def _xlog1py_x(g, out, x, y, **_):
 
 
 xlog1py = binary("special_xlog1py", _xlog1py_impl, (_xlog1py_x, lambda g, out, x, y, **_: g * x / (y + 1)), "float",
-                 method_name="xlog1py")
+                 method_name="xlog1py", numbers="either")
 
 
 def _no_derivative(what: str):
@@ -97,8 +97,10 @@ def _igamma_x(sign_: float):
     return rule
 
 
-zeta = binary("special_zeta", jss.zeta, (_no_derivative("zeta"), _no_derivative("zeta")), "float",
-              method_name="zeta")
+# d/dq zeta(x, q) = -x zeta(x + 1, q) (the series term by term); none in x, as in PyTorch
+zeta = binary("special_zeta", jss.zeta, (_no_derivative("zeta"), lambda g, out, x, q, **_: g * -x * zeta(x + 1, q)),
+              "float",
+              method_name="zeta", numbers="either")
 gammainc = binary("special_gammainc", jss.gammainc, (_no_derivative("igamma: input"), _igamma_x(1.0)), "float",
                   method_name="gammainc")
 gammaincc = binary("special_gammaincc", jss.gammaincc, (_no_derivative("igammac: input"), _igamma_x(-1.0)),
@@ -106,6 +108,7 @@ gammaincc = binary("special_gammaincc", jss.gammaincc, (_no_derivative("igammac:
 
 
 @method()
+@_dtype.x64.wrap
 def mvlgamma(input: Tensor, p: int) -> Tensor:
     """The log of the multivariate gamma function of dimension ``p``:
     ``p (p - 1) / 4 log(pi) + sum_j lgamma(input - j / 2)``, ``j < p`` (as PyTorch 2.13, elements not above
@@ -120,3 +123,10 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
 
 multigammaln = mvlgamma
 export(mvlgamma, inplace_name="mvlgamma_")
+
+
+# torch.igamma / torch.igammac (and their methods): the regularized incomplete gamma functions
+igamma, igammac = gammainc, gammaincc
+method("igamma")(gammainc)
+method("igammac")(gammaincc)
+__all__ += ["igamma", "igammac"]

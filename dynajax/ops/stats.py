@@ -141,6 +141,7 @@ export(mode)
 
 
 # ---------------------------------------------------------------- bincount / histc
+@_dtype.x64.wrap
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """Counts (or sums of ``weights``) of each value of a 1-D non-negative integer tensor; its length is
     ``max(input) + 1`` or ``minlength``, so the data is read on the host. Not differentiable (nor is
@@ -163,6 +164,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     return _make(jnp.asarray(counts))
 
 
+@_dtype.x64.wrap
 def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``bins`` equal-width bins over ``[min, max]`` (the data's range when both are 0;
     values outside are not counted, ``max`` falls in the last bin). Not differentiable."""
@@ -190,3 +192,106 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
 
 export(bincount)
 export(histc)
+
+
+# ---------------------------------------------------------------- distances, renorm, trapezoids, covariance
+def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
+    """The ``p``-norm of ``input - other`` (broadcast), a 0-d tensor."""
+    from .reduce import vector_norm
+    return vector_norm(input - other, p)
+
+
+def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
+    """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm ``maxnorm``."""
+    from .reduce import vector_norm
+    if p < 0:
+        raise RuntimeError(f"renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    nd = input._value.ndim
+    d = _wrap_dim(dim, max(nd, 1))
+    others = tuple(k for k in range(nd) if k != d)
+    norms = vector_norm(input, p, others, keepdim=True) if others else input.abs()
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+
+def _trapezoids(y: Tensor, x, dx, dim: int) -> Tensor:
+    """The areas of the trapezoids between neighbours of ``y`` along ``dim`` (spacing ``x``'s steps or
+    ``dx``)."""
+    nd = y._value.ndim
+    d = _wrap_dim(dim, max(nd, 1))
+    n = y.shape[d]
+    if n == 0:
+        return y.narrow(d, 0, 0)
+    mid = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) / 2
+    if x is None:
+        return mid * (1 if dx is None else dx)
+    if x._value.ndim == 1:
+        steps = x.diff()
+        shape = [1] * nd
+        shape[d] = -1
+        return mid * steps.reshape(tuple(shape))
+    return mid * x.diff(dim=d)
+
+
+def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
+    """The trapezoidal rule's integral of ``y`` along ``dim``."""
+    d = _wrap_dim(dim, max(y._value.ndim, 1))
+    return _trapezoids(y, x, dx, d).sum(d)
+
+
+def trapz(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
+    """The running trapezoidal integral of ``y`` along ``dim`` (one element fewer than ``y``)."""
+    d = _wrap_dim(dim, max(y._value.ndim, 1))
+    return _trapezoids(y, x, dx, d).cumsum(d)
+
+
+def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
+    """The covariance of the variables in ``input``'s rows (observations in columns), as ``torch.cov``."""
+    if input._value.ndim > 2:
+        raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                         f"{input._value.ndim} dimensions")
+    x = input if input._value.ndim == 2 else input.reshape(1, -1)
+    if not (x.is_floating_point() or x.is_complex()):
+        x = x.to(_dtype.from_np(_dtype.default_float_np()))
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = fweights
+    if aweights is not None:
+        w = aweights if w is None else w * aweights
+    if w is None:
+        avg, w_sum = x.mean(1), n
+        norm = n - correction
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1) / w_sum
+        if correction == 0:
+            norm = w_sum
+        elif aweights is None:
+            norm = w_sum - correction
+        else:
+            norm = w_sum - correction * (w * aweights).sum() / w_sum
+    norm = where(tensor(norm) <= 0, 0, norm) if not isinstance(norm, Tensor) else where(norm <= 0, 0, norm)
+    xm = x - avg.unsqueeze(1)
+    c = (xm if w is None else xm * w) @ xm.mH
+    return (c / norm).squeeze()
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """Pearson's correlation coefficients of the variables in ``input``'s rows."""
+    c = cov(input)
+    if c._value.ndim == 0:
+        return c / c
+    sd = c.diagonal().real.sqrt() if c.is_complex() else c.diagonal().sqrt()
+    c = c / sd.unsqueeze(1) / sd.unsqueeze(0)
+    return c if c.is_complex() else c.clamp(-1, 1)
+
+
+for _f in (dist, renorm, cov, corrcoef):
+    export(_f)
+__all__ += ["corrcoef", "cov", "cumulative_trapezoid", "dist", "renorm", "trapezoid", "trapz"]

@@ -13,6 +13,7 @@ from .. import _dtype, _epoch
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..autograd.engine import reset_grad
+from ..ops.dispatch import current
 from ..ops.views import write
 
 
@@ -110,8 +111,11 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized parameters (to None by default)."""
+        cap = current()   # (a compiled step that raises gives each .grad back: ``Capture.note_grad``)
         for g in self.param_groups:
             for p in g["params"]:
+                if cap is not None:
+                    cap.note_grad(p)
                 reset_grad(p, set_to_none)
 
     @grad_mode.no_grad()

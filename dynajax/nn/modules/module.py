@@ -10,6 +10,7 @@ from ... import _epoch
 from ..._tensor import Tensor, _make
 from ...autograd import grad_mode
 from ...autograd.engine import reset_grad
+from ...ops.dispatch import current
 from ..parameter import Buffer, Parameter, _value_of
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -23,9 +24,11 @@ class RemovableHandle:
     def __init__(self, hooks: dict) -> None:
         self._hooks = hooks
         self.id = next(self._ids)
+        _epoch.bump()   # (a module's hooks change what its call runs: a guarded compiled call records again)
 
     def remove(self) -> None:
         self._hooks.pop(self.id, None)
+        _epoch.bump()
 
     def __enter__(self) -> "RemovableHandle":
         return self
@@ -193,8 +196,9 @@ class Module:
     def __setattr__(self, name: str, value) -> None:
         d = self.__dict__
         params, bufs, mods = d.get("_parameters"), d.get("_buffers"), d.get("_modules")
-        if isinstance(value, (Tensor, Module)) or value is None:   # (state may change hands: _epoch)
-            _epoch.bump()
+        # (state may change hands, an option a forward reads may change: _epoch, which the default mode of
+        # dynajax.compile watches instead of each module's attributes)
+        _epoch.bump()
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
@@ -391,7 +395,10 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's ``.grad`` (to None by default)."""
+        cap = current()   # (a compiled step that raises gives each .grad back: ``Capture.note_grad``)
         for p in self.parameters():
+            if cap is not None:
+                cap.note_grad(p)
             reset_grad(p, set_to_none)
 
     def apply(self, fn: Callable[["Module"], None]) -> "Module":

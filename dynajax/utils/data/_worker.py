@@ -188,6 +188,9 @@ def worker_loop(iterable: bool, pickled: "Deferred", index_queue, result_queue, 
     where = f"in DataLoader worker process {worker_id}"
     try:
         jax.config.update("jax_platforms", "cpu")
+        # the worker is dynajax's own process: the user's dataset code runs in it as it would in the main
+        # process inside dynajax's ops (PyTorch's int64/float64 exist)
+        jax.config.update("jax_enable_x64", True)
         seed = seed_worker(base_seed, worker_id)
         failed_init = failed_load = fetcher = None
 

@@ -1,0 +1,428 @@
+"""Eager ops on sizes that keep changing: bucketed kernels, and an on-disk store of them.
+
+An eager op runs one XLA kernel per (op, static parameters, input shapes), and XLA:CPU takes ~10-30 ms
+to compile one. A loop whose batch size or sequence length changes every step would compile every op
+again at each new size. Instead, an op declared here, on a leading size ``n`` that is not a bucket size
+(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, ...: at most 1.5x apart), runs on the bucket's kernel:
+
+- its inputs are padded on the host to the bucket ``B >= n`` (a copy, no compile; so this is on only
+  where the arrays live in host memory: JAX's CPU backend, one device),
+- the kernel for the bucket shape runs (compiled once per bucket, or loaded from the on-disk store),
+- its result is sliced back to ``n`` rows on the host.
+
+Only ops whose results on the true rows do not depend on the pad rows are declared: elementwise ops and
+row-wise ones (a linear layer, log_softmax over a later dim, an embedding lookup) pass the rows through,
+and the pad rows are dropped; a few reduce over the padded dim and get pads that add nothing (zeros for a
+sum or a weight gradient, ``ignore_index`` for an NLL target). So a bucketed call gives the unpadded
+call's values up to float rounding (a sum may add its terms in another order).
+
+A shape met again and again stops paying the pad and slice copies: after ``SETTLE`` calls on one exact
+shape the op compiles its exact kernel (the ski-rental rule: rent the bucket until buying pays).
+
+The bucket kernels persist in a folder (default ``~/.cache/dynajax/kernels``; ``$DYNAJAX_KERNEL_CACHE``
+names another, ``off`` or an empty value turns it off), so a script's second run loads them instead of
+compiling. Entries are keyed by the kernel's traced program (its jaxpr), the compiler options and XLA
+flags, the backend and the jax/jaxlib versions. This store is dynajax's own: JAX's global configuration is left as it is.
+``DYNAJAX_EAGER_BUCKETS=0`` turns the bucketed path off (every new shape compiles its exact kernel).
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import pickle
+import tempfile
+
+import jax
+import numpy as np
+
+from ._device import eager_compiler_options
+
+__all__ = ["bucket", "run_bucketed", "rule_for", "stats", "kernel_dir", "set_kernel_dir"]
+
+SETTLE = 32   # calls on one exact non-bucket shape after which the op compiles that shape's own kernel
+
+
+def _make_buckets(top: int = 1 << 40) -> list:
+    out, p = [], 1
+    while p <= top:
+        out += [p, p + p // 2] if p >= 2 else [p]
+        p *= 2
+    return sorted(set(out))
+
+
+BUCKETS = _make_buckets()
+
+
+def bucket(n: int) -> int:
+    """The smallest bucket size ``>= n`` (powers of two and 1.5 times them)."""
+    return BUCKETS[bisect.bisect_left(BUCKETS, n)]
+
+
+_BUCKET_SET = frozenset(b for b in BUCKETS if b <= 1 << 20)
+stats = {"bucketed_calls": 0, "kernels_compiled": 0, "kernels_loaded": 0, "settled_shapes": 0}
+
+
+# ---------------------------------------------------------------- where the bucketed path is on
+_STATE: dict = {}
+
+
+def _enabled() -> bool:
+    on = _STATE.get("on")
+    if on is None:
+        flag = os.environ.get("DYNAJAX_EAGER_BUCKETS", "1").strip().lower()
+        on = flag not in ("0", "off", "false", "no") and jax.default_backend() == "cpu" \
+            and jax.device_count() == 1
+        _STATE["on"] = on
+    return on
+
+
+# ---------------------------------------------------------------- the rules
+# A rule looks at one call's values and static params and answers None (not this call: run the exact
+# kernel) or (n, pad) with ``n`` the call's leading size and ``pad(B) -> (vals, params, finish)`` the call
+# at bucket size ``B`` and what turns the bucket's result into this call's.
+
+def _pad_rows(v, B: int, fill=0):
+    """``v`` (a host-resident JAX array) with rows appended up to ``B``, filled with ``fill``."""
+    a = np.asarray(v)
+    out = np.empty((B,) + a.shape[1:], a.dtype)
+    out[:a.shape[0]] = a
+    out[a.shape[0]:] = fill
+    return jax.device_put(out)
+
+
+def _slice_rows(o, m: int):
+    return jax.device_put(np.asarray(o)[:m])
+
+
+def _rows_of(m):
+    return lambda out: _slice_rows(out, m)
+
+
+def _whole(out):
+    return out
+
+
+def _padded(vals, which, B, fills=None):
+    vals = list(vals)
+    for k, i in enumerate(which):
+        vals[i] = _pad_rows(vals[i], B, 0 if fills is None else fills[k])
+    return vals
+
+
+def _elementwise(vals, params):
+    """Every array input of the output's rank with leading size n is padded; size-1 or lower-rank inputs
+    broadcast as they are. The output's rows are the inputs' rows."""
+    rank = max((getattr(v, "ndim", 0) for v in vals), default=0)
+    if rank == 0:
+        return None
+    n, which = None, []
+    for i, v in enumerate(vals):
+        if getattr(v, "ndim", 0) == rank:
+            d = v.shape[0]
+            if d != 1:
+                if n is not None and d != n:
+                    return None
+                n = d
+                which.append(i)
+    if n is None:
+        return None
+    return n, lambda B: (_padded(vals, which, B), params, _rows_of(n))
+
+
+def _rows(*which, min_rank=1, fills=None, keep=True):
+    """Inputs ``which`` share the leading size n (at least ``min_rank`` dims each); with ``keep`` the
+    output's first n rows are the result, else (a reduction over the rows) the output is taken whole."""
+    def rule(vals, params):
+        n = None
+        for i in which:
+            v = vals[i]
+            if getattr(v, "ndim", 0) < min_rank:
+                return None
+            if n is None:
+                n = v.shape[0]
+            elif v.shape[0] != n:
+                return None
+        f = None if fills is None else [fl(params) for fl in fills]
+        return n, lambda B: (_padded(vals, which, B, f), params, _rows_of(n) if keep else _whole)
+    return rule
+
+
+def _log_softmax(vals, params):
+    v = vals[0]
+    if getattr(v, "ndim", 0) < 2 or params["dim"] % v.ndim == 0:
+        return None
+    return _rows(0)(vals, params)
+
+
+def _sum(vals, params):
+    v, dims = vals[0], params["dims"]    # dims None: every dim
+    if getattr(v, "ndim", 0) < 1 or params["shape"] != tuple(v.shape) or \
+            (dims is not None and any(d < 0 for d in dims)):
+        return None
+    n, over_rows = v.shape[0], dims is None or 0 in dims
+
+    def pad(B):
+        p = dict(params, shape=(B,) + tuple(v.shape[1:]))
+        return [_pad_rows(v, B)], p, _whole if over_rows else _rows_of(n)
+    return n, pad
+
+
+def _nll(vals, params):
+    logp, target = vals[0], vals[1]
+    if getattr(logp, "ndim", 0) != 2 or getattr(target, "ndim", 0) != 1 or logp.shape[0] != target.shape[0]:
+        return None
+    n, ign = target.shape[0], params["ignore_index"]
+    keep = params["reduction"] == "none"
+    return n, lambda B: ([_pad_rows(logp, B), _pad_rows(target, B, ign), *vals[2:]], params,
+                         _rows_of(n) if keep else _whole)
+
+
+def _nll_backward(vals, params):
+    g, target = vals[0], vals[1]
+    if getattr(target, "ndim", 0) != 1:
+        return None
+    n, ign = target.shape[0], params["ignore_index"]
+    if getattr(g, "ndim", 0) == 1 and g.shape[0] == n:     # reduction='none': one cotangent per row
+        return n, lambda B: ([_pad_rows(g, B), _pad_rows(target, B, ign), *vals[2:]], params, _rows_of(n))
+    if getattr(g, "ndim", 0) != 0:
+        return None
+    return n, lambda B: ([g, _pad_rows(target, B, ign), *vals[2:]], params, _rows_of(n))
+
+
+def _embedding_backward(vals, params):
+    if params.get("scale_grad_by_freq"):   # pad lookups would count as lookups of row 0
+        return None
+    g, idx = vals[0], vals[1]
+    if getattr(idx, "ndim", 0) < 1 or getattr(g, "ndim", 0) <= idx.ndim or g.shape[0] != idx.shape[0]:
+        return None
+    return _rows(0, 1, keep=False)(vals, params)
+
+
+def _unbind(vals, params):
+    v = vals[0]
+    if params["dim"] != 0 or getattr(v, "ndim", 0) < 1:
+        return None
+    n = v.shape[0]
+    return n, lambda B: ([_pad_rows(v, B)], params, lambda out: tuple(out)[:n])
+
+
+def _stack(vals, params):
+    if params["dim"] != 0 or not vals or any(not hasattr(v, "shape") for v in vals):
+        return None
+    n = len(vals)
+    return n, lambda B: (list(vals) + [vals[0]] * (B - n), params, _rows_of(n))
+
+
+def _reshape(vals, params):
+    """A reshape that merges the leading dim with the next ones ((n, a, b) -> (n*a, b)) or splits it
+    ((n*a, b) -> (n, a, b)): row blocks map to row blocks, so the leading size can be padded."""
+    v, shape, in_shape = vals[0], tuple(params["shape"]), tuple(params["in_shape"])
+    if len(shape) < 1 or len(in_shape) < 1 or in_shape != tuple(v.shape) or -1 in shape:
+        return None
+    i0, o0 = in_shape[0], shape[0]
+    if i0 <= 0 or o0 <= 0:
+        return None
+    if o0 % i0 == 0:                      # merge: each input row becomes k output rows
+        k, n = o0 // i0, i0
+
+        def pad(B):
+            p = dict(params, in_shape=(B,) + in_shape[1:], shape=(B * k,) + shape[1:])
+            return [_pad_rows(v, B)], p, _rows_of(n * k)
+        return n, pad
+    if i0 % o0 == 0:                      # split: k input rows become one output row
+        k, n = i0 // o0, o0
+
+        def pad(B):
+            p = dict(params, in_shape=(B * k,) + in_shape[1:], shape=(B,) + shape[1:])
+            return [_pad_rows(v, B * k)], p, _rows_of(n)
+        return n, pad
+    return None
+
+
+def _expand(vals, params):
+    """A broadcast to ``shape`` whose leading size n comes from the input (n rows) or is made (1 or no
+    leading dim in the input): pad the input's rows or just ask for B rows; keep the first n."""
+    v, shape, in_shape = vals[0], tuple(params["shape"]), tuple(params["in_shape"])
+    if not shape or in_shape != tuple(getattr(v, "shape", ())) or -1 in shape:
+        return None
+    n = shape[0]
+    rows = len(in_shape) == len(shape) and in_shape[0] == n != 1
+
+    def pad(B):
+        p = dict(params, shape=(B,) + shape[1:], in_shape=((B,) + in_shape[1:]) if rows else in_shape)
+        return [_pad_rows(v, B) if rows else v], p, _rows_of(n)
+    return n, pad
+
+
+def _sum_to_shape(vals, params):
+    """Summing a broadcast operand's cotangent back to ``shape``: the leading size n stays (rows) or is
+    summed away (zero pad rows add nothing)."""
+    v, shape, in_shape = vals[0], tuple(params["shape"]), tuple(params["in_shape"])
+    if getattr(v, "ndim", 0) < 1 or in_shape != tuple(v.shape):
+        return None
+    n = in_shape[0]
+    lead = len(in_shape) - len(shape)
+    kept = lead == 0 and shape[0] == n
+
+    def pad(B):
+        p = dict(params, in_shape=(B,) + in_shape[1:], shape=((B,) + shape[1:]) if kept else shape)
+        return [_pad_rows(v, B)], p, _rows_of(n) if kept else _whole
+    return n, pad
+
+
+_ELEMENTWISE = (
+    "exp log sqrt rsqrt reciprocal sin cos tan asin acos atan sinh cosh tanh asinh atanh sigmoid erf erfc "
+    "erfinv lgamma digamma square neg abs relu sign floor ceil trunc frac logical_not bitwise_not isnan "
+    "isinf isfinite add sub mul div floor_divide div_trunc remainder fmod pow maximum minimum hypot "
+    "logaddexp eq ne lt le gt ge logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor "
+    "where acosh sinc xlogy copysign fmax fmin").split()
+
+_RULES = dict.fromkeys(_ELEMENTWISE, _elementwise)
+_RULES.update({
+    "linear": _rows(0, min_rank=2), "linear_bias": _rows(0, min_rank=2),
+    "linear_input_grad": _rows(0, min_rank=2), "linear_weight_grad": _rows(0, 1, min_rank=2, keep=False),
+    "log_softmax": _log_softmax, "sum": _sum, "embedding": _rows(1), "embedding_dense_backward": _embedding_backward,
+    "nll_loss_index": _nll, "nll_loss_index_backward": _nll_backward, "unbind": _unbind, "stack": _stack,
+    "reshape": _reshape, "expand": _expand, "sum_to_shape": _sum_to_shape,
+})
+
+
+def rule_for(name: str):
+    """The bucketing rule of op ``name`` (None: its eager kernel is always compiled for the exact shape)."""
+    return _RULES.get(name)
+
+
+# ---------------------------------------------------------------- the bucketed call
+_SEEN: dict = {}      # (the op's jit for its params, exact shapes) -> calls so far through this module's kernels
+_ON: list = [None]    # whether the bucketed path is on (decided at the first call)
+_KERNELS: dict = {}   # (op, params, avals) -> a compiled kernel (a bucket's, or an exact bucket-size shape's)
+
+
+def _aval_key(vals) -> tuple:
+    return tuple((v.shape, v.dtype, getattr(v, "weak_type", False)) if hasattr(v, "shape") else type(v)
+                 for v in vals)
+
+
+def run_bucketed(op, fn, vals, params):
+    """Run eager ``op`` on ``vals`` through a bucket's kernel, or None where its exact kernel ``fn`` (the
+    op's ``jax.jit`` for these params) should run: no rule for this call, the shape has settled, or the
+    arrays are not in host memory.
+
+    An exact shape goes through here for its first ``SETTLE`` calls: padded to its bucket (or as it is,
+    when its size is a bucket size), on kernels this module compiles once and keeps on disk. After that
+    the shape is a regular one and gets its own kernel under jit (its fastest dispatch)."""
+    on = _ON[0]
+    if on is None:
+        on = _ON[0] = _enabled()
+    if not on:
+        return None
+    try:
+        key = (fn, *[v.shape for v in vals])
+    except AttributeError:   # a Python scalar among the inputs
+        key = (fn, *[getattr(v, "shape", None) for v in vals])
+    count = _SEEN.get(key, 0) + 1
+    if count > SETTLE:
+        return None
+    _SEEN[key] = count
+    got = op.eager_pad(vals, params)
+    if got is None or got[0] < 1:
+        _SEEN[key] = SETTLE + 1   # this call shape has no bucketed form: straight to jit from now on
+        return None
+    if count == SETTLE:
+        stats["settled_shapes"] += 1
+    n, pad = got
+    if n in _BUCKET_SET:
+        return _kernel(op, params, vals)(*vals)
+    pvals, pparams, finish = pad(bucket(n))
+    stats["bucketed_calls"] += 1
+    return finish(_kernel(op, pparams, pvals)(*pvals))
+
+
+def _kernel(op, params, vals):
+    key = (op.name, tuple(params.items()), _aval_key(vals))
+    k = _KERNELS.get(key)
+    if k is None:
+        k = _KERNELS[key] = _load_or_compile(op, params, vals)
+    return k
+
+
+# ---------------------------------------------------------------- the on-disk store
+def kernel_dir() -> str | None:
+    """The folder bucket kernels persist in (None: not kept on disk)."""
+    if "dir" not in _STATE:
+        env = os.environ.get("DYNAJAX_KERNEL_CACHE")
+        if env is None:
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            env = os.path.join(base, "dynajax", "kernels")
+        set_kernel_dir(None if env.strip().lower() in ("", "0", "off", "false", "no") else env)
+    return _STATE["dir"]
+
+
+def set_kernel_dir(path) -> None:
+    """Keep bucket kernels in ``path`` (created if missing); None: keep them in memory only. A folder that
+    cannot be made leaves them in memory (a cache only saves time)."""
+    if path is not None:
+        path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError:
+            path = None
+    _STATE["dir"] = path
+
+
+def _fingerprint() -> str:
+    """What every stored kernel depends on besides its own program: jax and jaxlib, the backend, the eager
+    compiler options and XLA's flags."""
+    fp = _STATE.get("fingerprint")
+    if fp is None:
+        from jax.extend import backend
+        b = backend.get_backend()
+        fp = _STATE["fingerprint"] = "\0".join(map(str, (
+            jax.__version__, getattr(jax.lib, "__version__", ""), b.platform, b.platform_version,
+            repr(eager_compiler_options()), os.environ.get("XLA_FLAGS", ""))))
+    return fp
+
+
+def _entry_name(traced) -> str:
+    """The store's name for a kernel: a hash of its traced program (the jaxpr, with its constants' bytes)
+    and the fingerprint. Keyed by the program rather than by dynajax's source, an edit to an op changes
+    the names of that op's kernels only."""
+    h = hashlib.sha256(_fingerprint().encode())
+    closed = traced.jaxpr
+    h.update(str(closed).encode())
+    for c in closed.consts:
+        a = np.asarray(c)
+        h.update(f"{a.dtype}{a.shape}".encode() + a.tobytes())
+    return h.hexdigest()
+
+
+def _load_or_compile(op, params, vals):
+    from jax.experimental import serialize_executable as se
+    folder = kernel_dir()
+    traced = op.jitted(params).trace(*vals)
+    path = None
+    if folder is not None:
+        path = os.path.join(folder, _entry_name(traced) + ".xla")
+        try:
+            with open(path, "rb") as f:
+                blob, in_tree, out_tree = pickle.load(f)
+            k = se.deserialize_and_load(blob, in_tree, out_tree)
+            stats["kernels_loaded"] += 1
+            return k
+        except FileNotFoundError:
+            pass
+        except Exception:   # a stale or torn entry: compile instead (and rewrite it)
+            pass
+    k = traced.lower().compile()
+    stats["kernels_compiled"] += 1
+    if path is not None:
+        try:
+            data = pickle.dumps(se.serialize(k))
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)   # atomic: a reader never sees half an entry
+        except Exception:
+            pass
+    return k

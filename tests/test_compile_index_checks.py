@@ -1,0 +1,282 @@
+"""Index bounds inside compiled steps (``dynajax.compile(check_indices=True)``, ``compile.checks``): an index
+computed on the device and out of range makes the step change nothing, and the op's eager error (PyTorch's
+exception type and message) is raised at the next host read or at a later compiled call; good steps are
+unaffected; ``check_indices=False`` checks nothing (JAX clamps)."""
+import numpy as np
+import pytest
+import torch
+
+import dynajax as dj
+import dynajax.nn as nn
+import dynajax.nn.functional as F
+from dynajax import _deferred
+
+from helpers import train_step
+
+MODES = [{}, {"replay": True}]
+MODE_IDS = ["default", "replay"]
+
+
+@pytest.fixture(autouse=True)
+def _no_pending():
+    """No report left pending from one test to the next (a test that expects no error reads its results)."""
+    _deferred.clear()
+    yield
+    _deferred.clear()
+
+
+def _snapshot(*tensors):
+    return [np.array(t.detach().numpy()) for t in tensors]
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
+
+
+# ------------------------------------------------------------------ the issue's probes
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_getitem_of_an_index_computed_in_the_step(kw):
+    x = dj.arange(5.0)
+    f = dj.compile(lambda x, i: x[i + 0], **kw)
+    for _ in range(3):   # (replay: the third call runs the recorded executable)
+        np.testing.assert_array_equal(f(x, dj.tensor([1, 3])).numpy(), [1.0, 3.0])
+    out = f(x, dj.tensor([2, 10]))
+    if kw:
+        assert f.stats.replayed >= 1
+    with pytest.raises(IndexError, match=r"index 10 is out of bounds for dimension 0 with size 5.*'index'.*"
+                                         r"test_compile_index_checks.py:\d+ \(f = dj.compile"):
+        out.numpy()
+    # raised once; the next good call runs as usual
+    np.testing.assert_array_equal(f(x, dj.tensor([4])).numpy(), [4.0])
+
+
+def test_a_replayed_call_checks_the_indices_passed_in():
+    """A recorded call reads an argument's indices at once; a replayed call runs no Python, and its executable
+    checks them."""
+    x = dj.arange(5.0)
+    f = dj.compile(lambda x, i: x[i], replay=True)
+    with pytest.raises(IndexError, match="index 5 is out of bounds"):   # recorded: raised at the call
+        f(x, dj.tensor([5]))
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x, dj.tensor([0, 2])).numpy(), [0.0, 2.0])
+    replayed = f.stats.replayed
+    out = f(x, dj.tensor([1, -6]))
+    assert f.stats.replayed == replayed + 1
+    with pytest.raises(IndexError, match="index -6 is out of bounds for dimension 0 with size 5"):
+        out.numpy()
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_setitem_of_a_bad_index_changes_nothing(kw):
+    buf = dj.zeros(5)
+
+    @dj.compile(**kw)
+    def put(i):
+        buf[i * 1] = 100.0
+        return buf.sum()
+
+    for k in range(3):
+        put(dj.tensor([k]))
+    before = _snapshot(buf)
+    np.testing.assert_array_equal(before[0], [100, 100, 100, 0, 0])
+    loss = put(dj.tensor([10]))
+    with pytest.raises(IndexError, match="index 10 is out of bounds for dimension 0 with size 5"):
+        loss.item()
+    assert _same(_snapshot(buf), before)
+
+
+def _lm(classes=4):
+    dj.manual_seed(0)
+    emb, head = nn.Embedding(10, 6), nn.Linear(6, classes)
+    model = nn.Sequential(emb, head)
+    return model, dj.optim.Adam(model.parameters(), lr=0.05)
+
+
+def _state(model, opt):
+    """Every tensor of a model and its optimizer (parameters, grads, Adam's moments and step counts)."""
+    ts = list(model.parameters()) + [p.grad for p in model.parameters()]
+    ts += [v for s in opt.state.values() for v in s.values() if isinstance(v, dj.Tensor)]
+    return _snapshot(*ts)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("bad", ["embedding", "target"])
+def test_a_bad_training_step_leaves_parameters_grads_and_optimizer_state_as_before(kw, bad):
+    model, opt = _lm()
+
+    def step(idx, t, shift, tshift):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(idx + shift).reshape(-1, 4), t - tshift)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = dj.compile(step, **kw)
+    idx, t = dj.tensor([[1, 2], [3, 9]]), dj.tensor([1, 2, 3, 4])
+    one = dj.tensor(1)
+    for _ in range(3):
+        f(idx, t, dj.tensor(0), one).item()
+    before, grads = _state(model, opt), [p.grad for p in model.parameters()]
+    if bad == "embedding":   # 9 + 5 on 10 rows
+        loss = f(idx, t, dj.tensor(5), one)
+        err, msg = IndexError, "index out of range in self.*'embedding'"
+    else:   # class 4 - 0 of 4
+        loss = f(idx, t, dj.tensor(0), dj.tensor(0))
+        err, msg = IndexError, r"Target 4 is out of bounds.*'nll_loss'"
+    with pytest.raises(err, match=msg):
+        loss.item()
+    assert _same(_state(model, opt), before)
+    assert all(g is p.grad for g, p in zip(grads, model.parameters()))
+    # and training goes on from there as if the bad step had never run
+    ref_model, ref_opt = _lm()
+    ref = train_step(ref_model, ref_opt, lambda out, y: F.cross_entropy(out.reshape(-1, 4), y))
+    for _ in range(3):
+        ref(idx, t - 1)
+    assert _same(_state(ref_model, ref_opt), before)
+    np.testing.assert_allclose(f(idx, t, dj.tensor(0), one).item(), ref(idx, t - 1).item(), rtol=1e-6)
+    for a, b in zip(_state(model, opt), _state(ref_model, ref_opt)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_ignore_index_is_no_out_of_range_target():
+    model, opt = _lm()
+    f = dj.compile(train_step(model, opt, lambda out, y: F.cross_entropy(out.reshape(-1, 4), y, ignore_index=-7)))
+    idx = dj.tensor([[1, 2], [3, 4]])
+    ref_model, ref_opt = _lm()
+    ref = train_step(ref_model, ref_opt, lambda out, y: F.cross_entropy(out.reshape(-1, 4), y, ignore_index=-7))
+    for t in ([0, -7, 3, 1], [-7, 2, 2, 0], [1, 1, -7, -7]):
+        np.testing.assert_allclose(f(idx, dj.tensor(t)).item(), ref(idx, dj.tensor(t)).item(), rtol=1e-6)
+    with pytest.raises(IndexError, match="Target -1 is out of bounds"):
+        f(idx, dj.tensor([0, -7, -1, 1])).item()
+
+
+def test_later_compiled_calls_change_nothing_and_one_of_them_raises():
+    """The error surfaces at a later call once the bad step's report is computed (that call waits for no
+    step); every call from the bad one on changes nothing."""
+    w = dj.ones(6, requires_grad=True)
+    opt = dj.optim.SGD([w], lr=0.1)
+
+    @dj.compile
+    def step(i):
+        opt.zero_grad()
+        loss = (w[i + 0] ** 2).sum()   # (computed in the step: checked on the device)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(dj.tensor([0, 1])).item()
+    before = _snapshot(w, w.grad)
+    out = step(dj.tensor([1, 6]))
+    out._value.block_until_ready()   # (its report computed: the next call raises before doing anything)
+    with pytest.raises(IndexError, match="index 6 is out of bounds for dimension 0 with size 6"):
+        step(dj.tensor([2]))
+    assert _same(_snapshot(w, w.grad), before)
+    # a bad call, then a good one without a read in between: the error is raised once, at that call (if the
+    # report is computed by then) or at the read, and neither call changed anything
+    raised = []
+    for i in ([7], [2, 3]):
+        try:
+            step(dj.tensor(i))
+        except IndexError as exc:
+            raised.append(str(exc))
+    try:
+        print(w)
+    except IndexError as exc:
+        raised.append(str(exc))
+    assert len(raised) == 1 and "index 7 is out of bounds" in raised[0]
+    assert _same(_snapshot(w, w.grad), before)
+    step(dj.tensor([2, 3])).item()
+    np.testing.assert_allclose(w.detach().numpy(), [0.8, 0.8, 0.8, 0.8, 1, 1], rtol=1e-6)
+
+
+# ------------------------------------------------------------------ every checked op, against torch
+def _ops():
+    """name -> (fn(lib, x, i) of a float state tensor x (5, 4) and an int64 index tensor i computed in the step,
+    a good i, a bad i)."""
+    gi, bi = [[0, 4], [2, 1]], [[0, 5], [2, 1]]
+    return {
+        "getitem": (lambda lib, x, i: x[i], [1, 4], [1, 5]),
+        "getitem_negative": (lambda lib, x, i: x[:, i], [-4, 3], [-5, 0]),
+        "index_put": (lambda lib, x, i: x.index_put((i,), lib.ones(2, 4)), [0, 4], [0, 5]),
+        "index_put_acc": (lambda lib, x, i: x.index_put((i,), lib.ones(2, 4), accumulate=True), [0, 4], [-6, 0]),
+        "index_select": (lambda lib, x, i: lib.index_select(x, 0, i), [0, 4], [0, 5]),
+        "index_add": (lambda lib, x, i: x.index_add(0, i, lib.ones(2, 4)), [0, 4], [0, 5]),
+        "index_copy": (lambda lib, x, i: x.index_copy(0, i, lib.ones(2, 4)), [0, 4], [0, 5]),
+        "index_fill": (lambda lib, x, i: x.index_fill(1, i, 2.0), [0, 3], [0, 4]),
+        "gather": (lambda lib, x, i: lib.gather(x, 0, i), gi, bi),
+        "scatter": (lambda lib, x, i: x.scatter(0, i, lib.ones(2, 2)), gi, bi),
+        "scatter_add": (lambda lib, x, i: x.scatter_add(0, i, lib.ones(2, 2)), gi, bi),
+        "take": (lambda lib, x, i: lib.take(x, i), [0, 19], [0, 20]),
+        # (torch 2.13's CPU take_along_dim reads out of bounds unchecked: dynajax raises gather's error)
+        "take_along_dim": (lambda lib, x, i: lib.take_along_dim(x, i, 0) if lib is dj else lib.gather(x, 0, i),
+                           [[0, 4, 1, 2], [1, 0, 3, 3]], [[0, 4, 1, 2], [5, 0, 3, 3]]),
+        "embedding": (lambda lib, x, i: lib.nn.functional.embedding(i, x), [0, 4], [0, 5]),
+        "one_hot": (lambda lib, x, i: x[:2, :1] * lib.nn.functional.one_hot(i, 5), [0, 4], [0, 5]),
+    }
+
+
+def _torch_error(fn, i):
+    lib = torch
+    x = torch.arange(20.0).reshape(5, 4)
+    try:
+        fn(lib, x, torch.tensor(i))
+    except Exception as exc:   # noqa: BLE001 - the type is what is compared
+        return type(exc), str(exc)
+    return None, None
+
+
+@pytest.mark.parametrize("name", list(_ops()))
+def test_each_checked_op_raises_torchs_exception_and_changes_nothing(name):
+    fn, good, bad = _ops()[name]
+    want, msg = _torch_error(fn, bad)
+    assert want is not None
+    x = dj.arange(20.0).reshape(5, 4)
+    acc = dj.zeros(())
+
+    @dj.compile
+    def step(i, k):
+        out = fn(dj, x, i + k)
+        acc.add_(out.sum())
+        return out
+
+    zero = dj.tensor(0)
+    got = step(dj.tensor(good), zero)
+    np.testing.assert_allclose(got.numpy(), fn(torch, torch.arange(20.0).reshape(5, 4), torch.tensor(good)).numpy())
+    before = _snapshot(acc)
+    out = step(dj.tensor(bad), zero)
+    with pytest.raises(want) as info:
+        out.numpy()
+    # the eager message (PyTorch's) first, then where the compiled step checked it
+    try:
+        fn(dj, dj.arange(20.0).reshape(5, 4), dj.tensor(bad))
+    except want as exc:
+        assert str(info.value).startswith(str(exc)), (str(info.value), str(exc))
+    assert "dynajax.compile: checked on the device" in str(info.value)
+    assert _same(_snapshot(acc), before)
+
+
+# ------------------------------------------------------------------ no check
+def test_check_indices_false_checks_nothing():
+    x = dj.arange(5.0)
+    f = dj.compile(lambda x, i: x[i + 0], check_indices=False)
+    np.testing.assert_array_equal(f(x, dj.tensor([1, 3])).numpy(), [1.0, 3.0])
+    out = f(x, dj.tensor([10]))
+    assert not _deferred.PENDING
+    np.testing.assert_array_equal(out.numpy(), [4.0])   # JAX's clamp, unchecked
+    # and its executable has none of the checks' ops
+    checked = dj.compile(lambda x, i: x[i + 0])
+    checked(x, dj.tensor([1]))
+    assert f.stats.recorded_ops < checked.stats.recorded_ops
+
+
+def test_an_unchecked_step_waits_for_a_pending_report():
+    """A compiled step with no checks of its own does not run on a bad step's results: it reads the pending
+    report first."""
+    x = dj.arange(5.0)
+    bad = dj.compile(lambda x, i: x[i + 0])
+    plain = dj.compile(lambda x: x * 2)
+    out = bad(x, dj.tensor([7]))
+    with pytest.raises(IndexError, match="index 7"):
+        plain(x)
+    np.testing.assert_array_equal(plain(x).numpy(), [0, 2, 4, 6, 8])
+    del out

@@ -1,0 +1,185 @@
+"""Eager ops on sizes that keep changing (issue 33): a new leading size runs on a bucket's kernel (inputs
+padded, result sliced back) and the bucket kernels persist on disk. Checked here: the bucketed results and
+gradients equal PyTorch's on sizes that are not bucket sizes, a run of new sizes compiles only the buckets'
+kernels, a shape that keeps coming settles on its own kernel, and a second process loads the kernels the
+first one stored instead of compiling them."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import dynajax as dj
+import dynajax.nn.functional as F
+from dynajax import _kernel_cache as kc
+from helpers import XLA_CPU_ONLY, assert_close, compare, to_dj, to_np, torch, xla_compiles
+
+pytestmark = [XLA_CPU_ONLY, pytest.mark.skipif(torch is None, reason="PyTorch oracle not installed")]
+
+ODD = (5, 37)   # none of them a bucket size: every call below pads
+
+
+@pytest.fixture(autouse=True)
+def _store(tmp_path):
+    before = kc.kernel_dir()
+    kc.set_kernel_dir(tmp_path / "kernels")
+    yield
+    kc.set_kernel_dir(before)
+
+
+def _bucketed(fn):
+    """``fn()`` and how many calls it ran on a bucket's kernel."""
+    n0 = kc.stats["bucketed_calls"]
+    out = fn()
+    return out, kc.stats["bucketed_calls"] - n0
+
+
+def test_buckets_are_at_most_one_and_a_half_apart():
+    assert [kc.bucket(n) for n in (1, 2, 3, 5, 7, 9, 13, 17, 25, 37, 50, 200)] == \
+        [1, 2, 3, 6, 8, 12, 16, 24, 32, 48, 64, 256]
+    assert all(b2 <= 1.5 * b1 for b1, b2 in zip(kc.BUCKETS[1:], kc.BUCKETS[2:]))
+
+
+@pytest.mark.parametrize("n", ODD)
+def test_mlp_values_and_grads_on_odd_batch_sizes(n):
+    rng = np.random.default_rng(n)
+    x, w1, b1 = rng.standard_normal((n, 6)), rng.standard_normal((5, 6)) * 0.4, rng.standard_normal(5) * 0.4
+    w2, b2 = rng.standard_normal((3, 5)) * 0.4, rng.standard_normal(3) * 0.4
+    y = rng.integers(0, 3, n)
+    y[0] = -100   # an ignored row, so the true count differs from n
+
+    def fn(lib, reduction):
+        def f(x, w1, b1, w2, b2):
+            h = lib.nn.functional.linear(x, w1, b1).relu()
+            logits = lib.nn.functional.linear(h, w2, b2)
+            t = lib.tensor(y) if lib is dj else torch.from_numpy(y)
+            return lib.nn.functional.cross_entropy(logits, t, reduction=reduction, ignore_index=-100), \
+                logits.log_softmax(-1), h.sum(0), (h * 0.5 - 1).exp()
+        return f
+    args = [a.astype(np.float32) for a in (x, w1, b1, w2, b2)]
+    for reduction in ("mean", "sum", "none"):
+        _, calls = _bucketed(lambda: compare(fn(dj, reduction), fn(torch, reduction), *args,
+                                                  rtol=1e-5, atol=1e-5))
+        assert calls > 0
+
+
+@pytest.mark.parametrize("n", (5, 13))
+def test_broadcasting_elementwise_where_and_reductions(n):
+    rng = np.random.default_rng(n)
+    a, row, col = (rng.standard_normal(s).astype(np.float32) for s in ((n, 4), (1, 4), (4,)))
+
+    def f(lib):
+        def g(a, row, col):
+            m = a > 0
+            return (lib.where(m, a * row, col) + a.tanh() / (1 + col.abs()), a.sum(1, keepdim=True),
+                    a.sum((0, 1)), lib.maximum(a, row))
+        return g
+    _, calls = _bucketed(lambda: compare(f(dj), f(torch), a, row, col))
+    assert calls > 0
+
+
+@pytest.mark.parametrize("T", (11, 13))
+def test_gru_cell_loop_lm_on_odd_lengths(T):
+    """Embedding, unbind and stack over a length that is no bucket size, reshapes merging and splitting
+    the length with the batch, a linear head, cross-entropy: loss and every parameter's gradient."""
+    rng = np.random.default_rng(T)
+    V, E, H, B = 11, 4, 5, 3
+    tok, tgt = rng.integers(0, V, (T, B)), rng.integers(0, V, (T, B))
+    shapes = [(V, E), (3 * H, E), (3 * H, H), (3 * H,), (3 * H,), (V, H), (V,)]
+    init = [(rng.standard_normal(s) * 0.3).astype(np.float32) for s in shapes]
+
+    def loss(lib, ps):
+        emb, wih, whh, bih, bhh, hw, hb = ps
+        x = lib.nn.functional.embedding(lib.tensor(tok), emb)
+        h, hs = lib.zeros(B, H), []
+        for xt in x.unbind(0):
+            gi, gh = xt @ wih.T + bih, h @ whh.T + bhh
+            r, z = (gi[:, :H] + gh[:, :H]).sigmoid(), (gi[:, H:2 * H] + gh[:, H:2 * H]).sigmoid()
+            h = (1 - z) * (gi[:, 2 * H:] + r * gh[:, 2 * H:]).tanh() + z * h
+            hs.append(h)
+        logits = lib.nn.functional.linear(lib.stack(hs), hw, hb).reshape(-1, V)
+        per = lib.nn.functional.cross_entropy(logits, lib.tensor(tgt).reshape(-1), reduction="none")
+        return per.reshape(T, B).mean()
+    pd = [to_dj(a, True) for a in init]
+    pt = [torch.from_numpy(a).requires_grad_() for a in init]
+    ld, calls = _bucketed(lambda: loss(dj, pd))
+    assert calls > 0
+    lt = loss(torch, pt)
+    assert_close(ld, lt)
+    ld.backward()
+    lt.backward()
+    for a, e in zip(pd, pt):
+        assert_close(a.grad, e.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_new_sizes_compile_only_the_bucket_kernels():
+    """Sizes 9..12 share bucket 12: after the first of them, the others compile nothing."""
+    rng = np.random.default_rng(0)
+    w = to_dj(rng.standard_normal((3, 4)).astype(np.float32), True)
+    outs = {}
+
+    def step(n):
+        x = to_dj(rng.standard_normal((n, 4)).astype(np.float32))
+        y = (F.linear(x, w).relu() * 3).sum(0).sum()
+        y.backward()
+        outs[n] = (to_np(y), to_np(w.grad))
+        w.grad = None
+    step(9)
+    c0, b0 = xla_compiles(), kc.stats["bucketed_calls"]
+    for n in (10, 11):
+        step(n)
+    assert xla_compiles() == c0
+    assert kc.stats["bucketed_calls"] > b0
+
+
+def test_a_shape_that_keeps_coming_settles_on_its_own_kernel():
+    x = dj.tensor(np.linspace(-2, 2, 7 * 3, dtype=np.float32).reshape(7, 3))
+    first = to_np(x.sigmoid())
+    b0 = kc.stats["bucketed_calls"]
+    for _ in range(kc.SETTLE + 3):
+        out = x.sigmoid()
+    assert kc.stats["bucketed_calls"] - b0 == kc.SETTLE - 1   # the first call above was one of SETTLE
+    np.testing.assert_array_equal(to_np(out), first)
+    np.testing.assert_allclose(first, to_np(torch.from_numpy(to_np(x)).sigmoid()), rtol=1e-6)
+
+
+_SCRIPT = textwrap.dedent("""
+    import sys, json
+    sys.path.insert(0, {tests!r})
+    from helpers import xla_compiles
+    import numpy as np
+    import dynajax as dj
+    from dynajax import _kernel_cache as kc
+    rng = np.random.default_rng(0)
+    w = dj.tensor(rng.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
+    vals = []
+    for n in (5, 7, 13):
+        x = dj.tensor(rng.standard_normal((n, 6)).astype(np.float32))
+        loss = dj.nn.functional.linear(x, w).tanh().log_softmax(-1).sum(0).sum()
+        loss.backward()
+        vals.append([float(loss), w.grad.numpy().tolist()])
+        w.grad = None
+    print(json.dumps({{"compiles": xla_compiles(), "stats": kc.stats, "vals": vals}}))
+""")
+
+
+def test_a_second_process_loads_the_kernels_the_first_stored(tmp_path):
+    import json
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, DYNAJAX_KERNEL_CACHE=str(tmp_path / "store"))
+    runs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["stats"]["kernels_compiled"] > 0 and first["stats"]["kernels_loaded"] == 0
+    assert second["stats"]["kernels_compiled"] == 0
+    assert second["stats"]["kernels_loaded"] == first["stats"]["kernels_compiled"]
+    assert second["compiles"] <= first["compiles"] - first["stats"]["kernels_compiled"]
+    assert second["vals"] == first["vals"]
