@@ -299,6 +299,12 @@ _ON: list = [None]    # whether the bucketed path is on (decided at the first ca
 _KERNELS: dict = {}   # (op, params, avals) -> a compiled kernel (a bucket's, or an exact bucket-size shape's)
 
 
+def clear() -> None:
+    """Forget the compiled bucket kernels and the calls counted so far (``registry.clear_kernels``)."""
+    _SEEN.clear()
+    _KERNELS.clear()
+
+
 def _aval_key(vals) -> tuple:
     return tuple((v.shape, v.dtype, getattr(v, "weak_type", False)) if hasattr(v, "shape") else type(v)
                  for v in vals)

@@ -11,6 +11,12 @@ os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
                            " --xla_llvm_disable_expensive_passes=true").strip()
 
+# eager bucket kernels persist on disk (dynajax/_kernel_cache.py): the suite keeps its own, fresh each run,
+# out of the user's ~/.cache
+if "DYNAJAX_KERNEL_CACHE" not in os.environ:
+    import tempfile
+    os.environ["DYNAJAX_KERNEL_CACHE"] = tempfile.mkdtemp(prefix="dynajax-test-kernels-")
+
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dynajax", derandomize=True, max_examples=25, deadline=None, print_blob=True,
@@ -35,3 +41,26 @@ def _jax_x64_for_marked_tests(request):
         return
     with jax.enable_x64(True):
         yield
+
+
+# Each live XLA:CPU executable holds memory mappings of its code, and a process may hold at most
+# vm.max_map_count of them (65530): the suite compiles tens of thousands of small kernels, and past that
+# limit XLA crashed compiling the next one (SIGSEGV/SIGABRT in two full runs). Dropping the compiled
+# kernels now and then keeps the count low; they are compiled again where used.
+_MAP_LIMIT = 30000
+_RUN = [0]
+
+
+def _mappings() -> int:
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return f.read().count(b"\n")
+    except OSError:   # (not Linux)
+        return 0
+
+
+def pytest_runtest_teardown(item, nextitem):
+    _RUN[0] += 1
+    if _RUN[0] % 20 == 0 and _mappings() > _MAP_LIMIT:
+        from dynajax.ops.registry import clear_kernels
+        clear_kernels()

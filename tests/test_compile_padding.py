@@ -113,7 +113,7 @@ def test_shape_arithmetic_and_stored_padded_values_stop_padding():
 
 
 # ---------------------------------------------------------------- (b) training steps, step for step
-def _train(make_model, batches, loss_fn, dynamic=None, opt=dj.optim.Adam):
+def _train(make_model, batches, loss_fn, dynamic=None, opt=dj.optim.Adam, stops=False):
     """Eager and compiled (automatic, or ``dynamic=``) training side by side from equal weights; asserts loss,
     parameters and optimizer state equal after every step; returns the compiled step."""
     dj.manual_seed(0)
@@ -143,7 +143,7 @@ def _train(make_model, batches, loss_fn, dynamic=None, opt=dj.optim.Adam):
                     np.testing.assert_allclose(o2.state[q][k].numpy(), v.numpy(), rtol=1e-5, atol=1e-7)
         for b1, b2 in zip(m1.buffers(), m2.buffers()):
             np.testing.assert_allclose(b2.numpy(), b1.numpy(), rtol=1e-5, atol=1e-6)
-    assert comp.stats.padding_stopped is None, comp.stats.padding_stopped
+    assert (comp.stats.padding_stopped is not None) == stops, comp.stats.padding_stopped
     return comp
 
 
@@ -255,6 +255,24 @@ def test_python_loop_over_a_gru_cell_with_varying_lengths():
                   lambda m, x, y: F.cross_entropy(m(x).reshape(-1, 11), y.reshape(-1)))
     assert comp.stats.dynamic_dims == ["x dim 1", "y dim 1"]
     assert comp.stats.compiles <= 3
+
+
+def test_the_state_after_a_loop_over_a_padded_length_stops_padding():
+    """The state a Python loop carries past a padded length (``h`` after ``for xt in x.unbind(0)``) went
+    through padded steps: a loss made from it would not be eager's, so padding stops there (stacked
+    per-step outputs, as in the test above, stay padded and exact)."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.cell, self.head = nn.Embedding(11, 6), nn.GRUCell(6, 8), nn.Linear(8, 11)
+
+        def forward(self, tok):
+            h = dj.zeros(tok.shape[0], 8)
+            for et in self.emb(tok).unbind(1):
+                h = self.cell(et, h)
+            return self.head(h)
+    comp = _train(M, _seq_batches([5, 9, 4, 7, 6]), lambda m, x, y: F.cross_entropy(m(x), y[:, 0]), stops=True)
+    assert "taken at one position of a padded dim" in comp.stats.padding_stopped
 
 
 def test_dynamic_false_turns_the_automatic_policy_off():

@@ -116,6 +116,11 @@ class Padding:
         self.busy = False
         self.created: set = set()              # padded sizes that creation ops' shapes held
         self.padded_vars: set = set()
+        # values taken at one position of a padded dim (``x[:, t]``, ``unbind``): their mask has no padded
+        # dim left, only a flag that is False at run time where that position is padding. They may flow
+        # through ops and be stacked back into a padded dim; reduced to a result, returned, or
+        # differentiated from, they would let padding into a real value, so those stop padding
+        self.flagged: set = set()
         for t, marr in c.padded:
             v = t._value if type(t._value) is Sym else cap._adopt(t)
             self.masks[v.idx] = _make(marr)
@@ -126,6 +131,7 @@ class Padding:
         orig = self._saved
 
         def run_backward(*a, **k):   # the tape's rules run unanalysed (see the module docstring)
+            self._refuse_flagged(a[0] if a else k.get("outputs"), "backward() from a value")
             busy, self.busy = self.busy, True
             try:
                 return orig(*a, **k)
@@ -155,6 +161,14 @@ class Padding:
             m = self.mask(a)
             masks.append(m)
             some = some or m is not None
+        if not some and op.name not in _UNFLAG and any(self._is_flagged(a) for a in args):
+            self.busy = True   # (an unmasked value made from a flagged one, a loss: flagged in turn)
+            try:
+                out = _run(op, list(args), params)
+            finally:
+                self.busy = False
+            self._flag(out)
+            return out
         if not some:
             make = CREATION.get(op.name)
             if make is None:
@@ -172,10 +186,28 @@ class Padding:
             out, omasks = rule(self, op, list(args), params, masks)
         finally:
             self.busy = False
+        flag = (op.name not in _UNFLAG and any(self._is_flagged(a) for a in args)) or _takes_positions(
+            op.name, params, args[0] if args else None, masks[0] if masks else None)
         for o, m in zip(out if isinstance(out, tuple) else (out,), omasks):
             if m is not None and isinstance(o, Tensor) and type(o._value) is Sym:
                 self.masks[o._value.idx] = m
+        if flag:
+            self._flag(out)
         return out
+
+    def _flag(self, out) -> None:
+        for o in out if isinstance(out, tuple) else (out,):
+            if isinstance(o, Tensor) and type(o._value) is Sym:
+                self.flagged.add(o._value.idx)
+
+    def _is_flagged(self, a) -> bool:
+        return isinstance(a, Tensor) and type(a._value) is Sym and a._value.idx in self.flagged
+
+    def _refuse_flagged(self, tensors, what: str) -> None:
+        for t in jax.tree_util.tree_leaves(tensors, is_leaf=lambda a: isinstance(a, Tensor)):
+            if self._is_flagged(t):
+                raise Unpaddable(what, "taken at one position of a padded dim (e.g. the state after a Python "
+                                       "loop over a padded length): at run time it may be padding")
 
     def read(self, s) -> None:
         """A graph break reads value ``s``: not a padded one."""
@@ -226,10 +258,49 @@ class Padding:
         for s in self.created & other:
             raise Unpaddable("a creation op", f"its size {s} is both a padded size and a dim of another input "
                                               "of the step (which of the two it stands for is unknown)")
+        self._refuse_flagged(result, "the step's result")
         for obj, var, kind in plan.targets:
             if kind != "g" and var in self.masks and id(obj) not in ok:
                 raise Unpaddable("the step's result", "a padded value stays alive in a tensor after the step "
                                                       f"(shape {tuple(obj.shape)})")
+
+
+# ---------------------------------------------------------------- positions taken from a padded dim
+_UNFLAG = frozenset({"stack", "cat"})   # a flagged value put back along a dim: padded along it again
+
+
+def _takes_positions(name, params, x, m) -> bool:
+    """Whether op ``name`` keeps single positions (or chosen ones) of a dim along which ``x``'s mask ``m``
+    varies: ``unbind``, an int or a one-long slice in basic indexing, advanced indexing. Conservative:
+    a dim whose mask was broadcast to the value's shape counts as padded."""
+    if m is None or not isinstance(x, Tensor) or name not in ("unbind", "slice", "index"):
+        return False
+    nd = x.dim()
+    ms = tuple(_rank(m, nd).shape)
+
+    def varies(d):
+        return 0 <= d < nd and ms[d] != 1
+    if name == "unbind":
+        return varies(params.get("dim", 0) % max(nd, 1))
+    if name == "index":
+        return any(varies(d) for d in params.get("dims", ()))
+    basic = tuple(params.get("basic", ()))
+    used = sum(1 for b in basic if b is not None and b is not Ellipsis)
+    d = 0
+    for b in basic:
+        if b is None:            # a new axis
+            continue
+        if b is Ellipsis:
+            d += nd - used
+            continue
+        if isinstance(b, tuple):
+            n = len(range(*slice(*(list(b) + [None] * 3)[:3]).indices(x.shape[d]))) if d < nd else 0
+            if n == 1 and varies(d):
+                return True
+        elif isinstance(b, int) and varies(d):
+            return True
+        d += 1
+    return False
 
 
 # ---------------------------------------------------------------- rule helpers
@@ -337,6 +408,7 @@ def _structural(data):
         om = _run(op, margs, mp)
         oms = om if isinstance(om, tuple) else (om,)
         return out, [o if o._value.dtype == np.bool_ else o != 0 for o in oms]
+    rule.structural = True
     return rule
 
 

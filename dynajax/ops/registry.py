@@ -192,6 +192,20 @@ def _eager_kernel(f, name: str):
 
 
 OPS: dict[str, Op] = {}
+
+
+def clear_kernels() -> None:
+    """Drop every compiled eager kernel (each op's jitted kernels, the bucketed ones) and JAX's own caches.
+
+    Each live XLA:CPU executable holds a few memory mappings of its code, and a process may have at most
+    ``vm.max_map_count`` (65530 on Linux by default): a long-lived process that compiles tens of thousands
+    of kernels (many shapes, many ops) can run out, and the next compile then crashes inside XLA. Kernels
+    are compiled again on their next use."""
+    for o in OPS.values():
+        o._jit.clear()
+        o._jit_plain.clear()
+    _kernel_cache.clear()
+    jax.clear_caches()
 VARIADIC = 0   # ``nout`` of an op whose impl returns a tuple of any length (``unbind``, fused optimizer updates)
 
 
