@@ -19,9 +19,11 @@ call's values up to float rounding (a sum may add its terms in another order).
 A shape met again and again stops paying the pad and slice copies: after ``SETTLE`` calls on one exact
 shape the op compiles its exact kernel (the ski-rental rule: rent the bucket until buying pays).
 
-The bucket kernels persist in a folder (default ``~/.cache/dynajax/kernels``; ``$DYNAJAX_KERNEL_CACHE``
-names another, ``off`` or an empty value turns it off), so a script's second run loads them instead of
-compiling. Entries are keyed by the kernel's traced program (its jaxpr), the compiler options and XLA
+The bucket kernels can persist in a folder (``$DYNAJAX_KERNEL_CACHE``; off by default), so a script's
+second run loads them instead of compiling. Off by default because it is not safe yet: in the suite's
+runs a process that loaded kernels two earlier processes stored failed at run time inside XLA:CPU
+("Function reduce_sum.7_kernel not found"), apparently deserialized executables whose generated
+function names collide. Entries are keyed by the kernel's traced program (its jaxpr), the compiler options and XLA
 flags, the backend and the jax/jaxlib versions. This store is dynajax's own: JAX's global configuration is left as it is.
 ``DYNAJAX_EAGER_BUCKETS=0`` turns the bucketed path off (every new shape compiles its exact kernel).
 """
@@ -357,10 +359,7 @@ def _kernel(op, params, vals):
 def kernel_dir() -> str | None:
     """The folder bucket kernels persist in (None: not kept on disk)."""
     if "dir" not in _STATE:
-        env = os.environ.get("DYNAJAX_KERNEL_CACHE")
-        if env is None:
-            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-            env = os.path.join(base, "dynajax", "kernels")
+        env = os.environ.get("DYNAJAX_KERNEL_CACHE", "")
         set_kernel_dir(None if env.strip().lower() in ("", "0", "off", "false", "no") else env)
     return _STATE["dir"]
 

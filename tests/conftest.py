@@ -11,12 +11,6 @@ os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
                            " --xla_llvm_disable_expensive_passes=true").strip()
 
-# eager bucket kernels persist on disk (dynajax/_kernel_cache.py): the suite keeps its own, fresh each run,
-# out of the user's ~/.cache
-if "DYNAJAX_KERNEL_CACHE" not in os.environ:
-    import tempfile
-    os.environ["DYNAJAX_KERNEL_CACHE"] = tempfile.mkdtemp(prefix="dynajax-test-kernels-")
-
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dynajax", derandomize=True, max_examples=25, deadline=None, print_blob=True,
