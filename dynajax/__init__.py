@@ -107,6 +107,7 @@ def numel(input: Tensor) -> int:
 from . import linalg as linalg  # noqa: E402
 from . import fft as fft  # noqa: E402
 from . import special as special  # noqa: E402
+from . import signal as signal  # noqa: E402
 from . import masked as masked  # noqa: E402
 from .nn.functional import channel_shuffle as channel_shuffle  # noqa: E402
 from .nn.functional import constant_pad_nd as constant_pad_nd  # noqa: E402

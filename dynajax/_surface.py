@@ -30,6 +30,7 @@ NAMESPACES = (
     ("torch.linalg", "dynajax.linalg"),
     ("torch.fft", "dynajax.fft"),
     ("torch.special", "dynajax.special"),
+    ("torch.signal.windows", "dynajax.signal.windows"),
     ("torch.autograd", "dynajax.autograd"),
     ("torch.func", "dynajax.func"),
     ("torch.optim", "dynajax.optim"),

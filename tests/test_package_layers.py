@@ -33,7 +33,7 @@ FLOORS = {
         "dynajax.nn.modules.module"],
     6: ["dynajax.compile", "dynajax.distributed"],
     7: ["dynajax.nn", "dynajax.optim", "dynajax.distributions", "dynajax.utils", "dynajax.amp",
-        "dynajax._grad_scaler", "dynajax.serialization", "dynajax._torch_pickle", "dynajax._tensortype", "dynajax.linalg", "dynajax.fft", "dynajax.special",
+        "dynajax._grad_scaler", "dynajax.serialization", "dynajax._torch_pickle", "dynajax._tensortype", "dynajax.linalg", "dynajax.fft", "dynajax.special", "dynajax.signal",
         "dynajax.accelerator", "dynajax.backends", "dynajax.onnx", "dynajax.masked"],
     8: ["dynajax", "dynajax.demo", "dynajax.run", "dynajax._torch_alias", "dynajax._surface"],
 }

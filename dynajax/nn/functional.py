@@ -685,6 +685,8 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """Clamp to ``[min_val, max_val]``."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
     return _act(input, inplace, lambda a: _ew.clamp_open(a, min_val, max_val))
 
 
@@ -831,6 +833,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     return _ew.where(input > lambd, input - lambd, _ew.where(input < -lambd, input + lambd, 0.0))
 
 

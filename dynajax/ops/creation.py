@@ -377,12 +377,21 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
     return _finish(random.sample("permutation", shape, d, generator=generator), device, requires_grad)
 
 
-def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None) -> Tensor:
-    """Normal samples; ``mean``/``std`` may be tensors (sampled elementwise, no gradient)."""
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
+           pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    """Normal samples; ``mean``/``std`` may be tensors (sampled elementwise, no gradient). With numbers for
+    both, ``size`` and the factory keywords (``dtype``, ``device``, ``requires_grad``) as PyTorch's."""
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         ref = mean if isinstance(mean, Tensor) else std
-        return randn_like(ref.detach() * 1.0, generator=generator) * std + mean
-    return randn(*(size or ()), generator=generator, dtype=dtype) * std + mean
+        r = randn_like(ref.detach() * 1.0, generator=generator) * std + mean
+    else:
+        r = randn(*(size or ()), generator=generator, dtype=dtype, device=device) * std + mean
+        if requires_grad:
+            r.requires_grad_(True)
+    if out is None:
+        return r
+    from .elementwise import with_out
+    return with_out(r, out)
 
 
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:

@@ -106,6 +106,26 @@ def with_out(r: Tensor, out, name: str | None = None):
     return assign(out, cast_dtype(out, r))
 
 
+def check_out(out, *inputs, name: str, dtype=None) -> None:
+    """PyTorch's checks on an ``out=`` tensor (or tuple of them) before op ``name`` computes: an ``out`` that
+    is one of ``inputs`` raises "unsupported operation: some elements of the input tensor and
+    the written-to tensor refer to a single memory location"; with ``dtype`` given, an ``out`` of another dtype
+    raises "Expected the dtype for input and out to match"."""
+    if out is None:
+        return
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            continue
+        if builtins.any(i is o for i in inputs):
+            raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to "
+                               "tensor refer to a single memory location. Please clone() the tensor before "
+                               "performing the operation.")
+        if dtype is not None and o.dtype != dtype:
+            raise RuntimeError(f"{name}(): Expected the dtype for input and out to match, but got "
+                               f"{dtype.legacy_name} for input's dtype and {o.dtype.legacy_name} for out's dtype.")
+
+
 def _caller_name(r: Tensor) -> str:
     """The op name for :func:`with_out`'s message: the function that called it or, for a factory-made one
     (``public``, ``fused``: their code name is not the op's), the op that computed ``r``."""

@@ -30,7 +30,7 @@ from .._tensor import Tensor, _make, _wrap_dim
 from .convert import cast
 from .creation import full, tensor
 from .dispatch import index_checks
-from .elementwise import broadcast_error, export, where, with_out
+from .elementwise import broadcast_error, check_out, export, where, with_out
 from .registry import apply, op
 from .shape import expand, reshape
 from .views import _broadcastable, _may_overlap, check_no_overlap, inplace, make_view
@@ -796,10 +796,12 @@ def _flat_index(name: str, input: Tensor, index: Tensor) -> None:
 
 
 @export
-def take(input: Tensor, index: Tensor) -> Tensor:
+def take(input: Tensor, index: Tensor, *, out=None) -> Tensor:
     """``input.flatten()[index]``, shaped like ``index``."""
+    check_out(out, input, index, name="take")
     _flat_index("take", input, index)
-    return apply(_index, reshape(input, (-1,)), index, basic=(), dims=(0,), in_shape=(input.numel(),))
+    return with_out(apply(_index, reshape(input, (-1,)), index, basic=(), dims=(0,), in_shape=(input.numel(),)),
+                    out, "take")
 
 
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:

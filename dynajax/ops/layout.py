@@ -97,6 +97,10 @@ def _split_along(name: str, input: Tensor, sections, dim: int, min_ndim: int) ->
         if sections == 0 or size % sections:
             raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the "
                                f"dimension {size} is not divisible by the split_size {sections}!")
+    elif not isinstance(sections, (Tensor, list, tuple)):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, "
+                        f"{type(sections).__name__}), but expected one of: (Tensor input, int sections) or "
+                        f"(Tensor input, tuple of ints indices)")
     return tensor_split(input, sections, dim)
 
 

@@ -18,7 +18,8 @@ import numpy as np
 from .. import _dtype
 from .._tensor import Tensor, _wrap_dim, method
 from .convert import cast
-from .elementwise import _abs_impl, abs, exp, export, isnan, maximum, minimum, sign, sqrt, where
+from .elementwise import (_abs_impl, abs, check_out, exp, export, isnan, maximum, minimum, sign, sqrt, where,
+                          with_out)
 from .norms import nuclear_norm
 from .registry import apply, op
 
@@ -290,15 +291,17 @@ def _extreme(o, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
 
 
 @method()
-def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+def amax(input: Tensor, dim=(), keepdim: bool = False, *, out=None) -> Tensor:
     """Maximum over ``dim`` (all dims by default); ties share the gradient evenly."""
-    return _extreme(_amax, input, dim, keepdim, "amax")
+    check_out(out, input, name="amax", dtype=input.dtype)
+    return with_out(_extreme(_amax, input, dim, keepdim, "amax"), out, "amax")
 
 
 @method()
-def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+def amin(input: Tensor, dim=(), keepdim: bool = False, *, out=None) -> Tensor:
     """Minimum over ``dim`` (all dims by default); ties share the gradient evenly."""
-    return _extreme(_amin, input, dim, keepdim, "amin")
+    check_out(out, input, name="amin", dtype=input.dtype)
+    return with_out(_extreme(_amin, input, dim, keepdim, "amin"), out, "amin")
 
 
 def _max_or_min(input, dim, keepdim, other, o_all, o_dim, name, binary):
@@ -326,15 +329,18 @@ def min(input: Tensor, dim=None, keepdim: bool = False, *, other=None):
 
 
 @method()
-def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
+def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, out=None):
     """``(min, max)`` over ``dim`` (all dims if None)."""
+    check_out(out, input, name="aminmax", dtype=input.dtype)
     shape = tuple(input._value.shape)
     dims = norm_dims(dim, len(shape))
     if (math.prod(shape) == 0) if dims is None else builtins.any(shape[d] == 0 for d in dims):
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation "
                            "has no identity.")
-    return _aminmax_t(amin(input, dim if dim is not None else (), keepdim),
-                      amax(input, dim if dim is not None else (), keepdim))
+    r = (amin(input, dim if dim is not None else (), keepdim), amax(input, dim if dim is not None else (), keepdim))
+    if out is not None:
+        r = tuple(with_out(x, o, "aminmax") for x, o in zip(r, out))
+    return _aminmax_t(*r)
 
 
 # ---------------------------------------------------------------- argmax / argmin

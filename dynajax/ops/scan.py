@@ -143,3 +143,67 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
         a, b = narrow(x, d, 1, size - 1), narrow(x, d, 0, size - 1)
         x = logical_xor(a, b) if boolean else a - b
     return x
+
+
+__all__ += ["gradient"]
+
+
+def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
+    """torch.gradient: the derivative estimate along each of ``dim`` (all dims when None) by second-order
+    central differences inside and first- or second-order (``edge_order``) one-sided differences at the ends;
+    ``spacing`` is a scalar step, one per dim, or one coordinate tensor per dim (numpy.gradient's formulas)."""
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    dims = list(range(input.dim())) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+    dims = [_wrap_dim(d, input.dim()) for d in dims]
+    if spacing is None:
+        spacing = 1
+    steps = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(steps) != len(dims) and dim is None:
+        raise RuntimeError(
+            "torch.gradient expected spacing to be unspecified, a scalar, or a list of length equal to "
+            f"'self.dim() = {input.dim()}', since dim argument was not given, but got a list of length {len(steps)}")
+    if len(steps) != len(dims):
+        raise RuntimeError(
+            "torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim arguments to have "
+            f"the same length, but got a spacing argument of length {len(steps)} and a dim argument of length "
+            f"{len(dims)}.")
+    for i, d in enumerate(dims):
+        if d in dims[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    for d in dims:
+        if input.shape[d] < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+    out = []
+    for d, h in zip(dims, steps):
+        n = input.shape[d]
+        x = lambda start, length: narrow(input, d, start, length)   # noqa: E731
+        if isinstance(h, Tensor):
+            shape = [1] * input.dim()
+            shape[d] = n - 2
+            dx = h[1:] - h[:-1]
+            dx1, dx2 = dx[:-1], dx[1:]
+            a = (-dx2 / (dx1 * (dx1 + dx2))).reshape(shape)
+            b = ((dx2 - dx1) / (dx1 * dx2)).reshape(shape)
+            c = (dx1 / (dx2 * (dx1 + dx2))).reshape(shape)
+            center = a * x(0, n - 2) + b * x(1, n - 2) + c * x(2, n - 2)
+            if edge_order == 1:
+                first = (x(1, 1) - x(0, 1)) / dx[0]
+                last = (x(n - 1, 1) - x(n - 2, 1)) / dx[-1]
+            else:
+                d0, d1 = dx[0], dx[1]
+                first = (-(2.0 * d0 + d1) / (d0 * (d0 + d1)) * x(0, 1) + (d0 + d1) / (d0 * d1) * x(1, 1)
+                         - d0 / (d1 * (d0 + d1)) * x(2, 1))
+                e1, e2 = dx[-1], dx[-2]
+                last = (e1 / (e2 * (e1 + e2)) * x(n - 3, 1) - (e1 + e2) / (e1 * e2) * x(n - 2, 1)
+                        + (2.0 * e1 + e2) / (e1 * (e1 + e2)) * x(n - 1, 1))
+        else:
+            center = (x(2, n - 2) - x(0, n - 2)) / (2 * h)
+            if edge_order == 1:
+                first = (x(1, 1) - x(0, 1)) / h
+                last = (x(n - 1, 1) - x(n - 2, 1)) / h
+            else:
+                first = (-1.5 * x(0, 1) + 2 * x(1, 1) - 0.5 * x(2, 1)) / h
+                last = (0.5 * x(n - 3, 1) - 2 * x(n - 2, 1) + 1.5 * x(n - 1, 1)) / h
+        out.append(cat([first, center, last], d))
+    return tuple(out)

@@ -17,7 +17,7 @@ from .. import _dtype
 from .._tensor import Tensor, _wrap_dim, method
 from .convert import clone
 from .creation import tensor, zeros
-from .elementwise import with_out
+from .elementwise import check_out, with_out
 from .reduce import return_type, select_along, selecting, take_along
 from .registry import apply, op
 
@@ -93,14 +93,18 @@ _kthvalue = selecting("kthvalue", lambda x, axis, *, k: jax.lax.slice_in_dim(
 
 
 @method()
-def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False, *, out=None):
     """``(values, indices)`` of the ``k``-th smallest element (1-based) along ``dim``."""
+    check_out(out, input, name="kthvalue")
     shape = tuple(input._value.shape)
     axis = _wrap_dim(dim, len(shape))
     n = shape[axis] if shape else 1
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {axis}")
-    return select_along(_kthvalue, input, dim, keepdim, "kthvalue", _kthvalue_t, k=int(k))
+    r = select_along(_kthvalue, input, dim, keepdim, "kthvalue", _kthvalue_t, k=int(k))
+    if out is not None:
+        r = _kthvalue_t(*(with_out(x, o, "kthvalue") for x, o in zip(r, out)))
+    return r
 
 
 # ---------------------------------------------------------------- unique (eager: data-dependent shape)
