@@ -9,7 +9,6 @@ with exact results (``compile.padding``). Target (issue 33): at most 1.3x PyTorc
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -89,19 +88,6 @@ def run_torch(data):
     return time.perf_counter() - t0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=200)
-    a = ap.parse_args()
-    data = batches(a.steps)
-    tt = run_torch(data)
-    td, st = run_dynajax(data)
-    print(f"GRUCell-loop LM, {a.steps} steps, lengths 10..50 (first run, compiles included)")
-    print(f"  PyTorch eager            {tt:7.2f} s")
-    print(f"  dynajax.compile(step)    {td:7.2f} s   ratio {td / tt:.2f}x (target <= 1.3x)   "
-          f"{st.compiles} compiles, {st.compile_time:.1f} s compiling, dynamic {st.dynamic_dims}, "
-          f"padding stopped: {st.padding_stopped}")
-
-
 if __name__ == "__main__":
-    main()
+    from _first_run import main
+    main("GRUCell-loop LM, lengths 10..50", 1.3, 200, batches, run_torch, run_dynajax)

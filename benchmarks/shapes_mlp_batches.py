@@ -6,7 +6,6 @@ side by side in one process. Target (issue 33): at most 1.5x PyTorch eager in a 
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -60,19 +59,6 @@ def run_torch(data):
     return time.perf_counter() - t0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=600)
-    a = ap.parse_args()
-    data = batches(a.steps)
-    tt = run_torch(data)
-    td, st = run_dynajax(data)
-    print(f"MLP 784-512-512-10 Adam, {a.steps} batches of sizes 1..256 (first run, compiles included)")
-    print(f"  PyTorch eager            {tt:7.2f} s")
-    print(f"  dynajax.compile(step)    {td:7.2f} s   ratio {td / tt:.2f}x (target <= 1.5x)   "
-          f"{st.compiles} compiles, {st.compile_time:.1f} s compiling, {st.bucket_reuses} calls in a larger "
-          f"bucket, dynamic {st.dynamic_dims}, padding stopped: {st.padding_stopped}")
-
-
 if __name__ == "__main__":
-    main()
+    from _first_run import main
+    main("MLP 784-512-512-10 Adam, batch sizes 1..256", 1.5, 600, batches, run_torch, run_dynajax)

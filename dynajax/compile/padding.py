@@ -458,36 +458,36 @@ def _norm_fill(params):
     return 0
 
 
-def _mean(pd, op, args, params, masks):
-    x, m = args[0], masks[0]
-    nd = x.dim()
-    dims = _dims(params, nd)
-    keep = params.get("keepdim", False)
-    om = _reduced_mask(m, nd, dims, keep)
-    if not _padded_along(_rank(m, nd), dims):
-        return _run(op, args, params), [om]
-    live = _live(m, x.shape, dims)
+def _over_real(body):
+    """A reduction rule whose value over a padded dim ``body(op, x, params, dims, keep, live)`` computes from
+    the real positions ``live`` (unpadded along ``dims``: the op as it is)."""
+    def rule(pd, op, args, params, masks):
+        x, m = args[0], masks[0]
+        nd = x.dim()
+        dims = _dims(params, nd)
+        keep = params.get("keepdim", False)
+        om = _reduced_mask(m, nd, dims, keep)
+        if not _padded_along(_rank(m, nd), dims):
+            return _run(op, args, params), [om]
+        return body(op, x, params, dims, keep, _live(m, x.shape, dims)), [om]
+    return rule
+
+
+@_over_real
+def _mean(op, x, params, dims, keep, live):
     out = _run(op, [_fill(x, live, 0)], params)
     total = int(np.prod([x.shape[d] for d in dims]))
-    count = live.to(out.dtype).sum(dims, keepdim=keep)
-    return out * (total / count), [om]
+    return out * (total / live.to(out.dtype).sum(dims, keepdim=keep))
 
 
-def _var(pd, op, args, params, masks):
-    x, m = args[0], masks[0]
-    nd = x.dim()
-    dims = _dims(params, nd)
-    keep = params.get("keepdim", False)
-    om = _reduced_mask(m, nd, dims, keep)
-    if not _padded_along(_rank(m, nd), dims):
-        return _run(op, args, params), [om]
+@_over_real
+def _var(op, x, params, dims, keep, live):
     from ..ops.elementwise import where
-    live = _live(m, x.shape, dims)
     count = live.to(x.dtype).sum(dims, keepdim=True)
     mean = where(live, x, 0).sum(dims, keepdim=True) / count
     d = where(live, x - mean, 0)
     out = (d * d).sum(dims, keepdim=True) / (count - params.get("correction", 1))
-    return (out if keep else out.squeeze(dims)), [om]
+    return out if keep else out.squeeze(dims)
 
 
 def _softmax(log):
