@@ -90,6 +90,57 @@ def test_nn_gru_cell_loop_records_a_few_ops_per_step_and_rolls():
     assert sizes[0] == sizes[1], sizes
 
 
+def test_a_loop_reading_x_colon_t_rolls_forward_and_backward_and_equals_torch():
+    """``e[:, t]`` inside the loop (the usual way to write it) is a slice at a different position each step:
+    rolled with the position read per iteration, forward and backward, and the step equals PyTorch's."""
+    dj.manual_seed(3)
+    emb, cell, head = nn.Embedding(7, 4), nn.GRUCell(4, 6), nn.Linear(6, 7)
+    mods = (emb, cell, head)
+    t_mods = _to_torch(*mods)
+
+    def step(tokens, targets, emb=emb, cell=cell, head=head, lib=dj, ce=F.cross_entropy):
+        for m in (emb, cell, head):
+            m.zero_grad()
+        e = emb(tokens)
+        h = lib.zeros(tokens.shape[0], 6)
+        outs = []
+        for t in range(tokens.shape[1]):
+            h = cell(e[:, t], h)
+            outs.append(h)
+        loss = ce(head(lib.stack(outs, 1)).reshape(-1, 7), targets.reshape(-1))
+        loss.backward()
+        return loss
+
+    compiled = dj.compile(step, dynamic=False)
+    rng = np.random.default_rng(0)
+    for T in (12, 30):
+        seq = rng.integers(0, 7, (3, T + 1))
+        want = step(torch.tensor(seq[:, :-1]), torch.tensor(seq[:, 1:]), *t_mods, torch,
+                    torch.nn.functional.cross_entropy)
+        assert_close(compiled(dj.tensor(seq[:, :-1]), dj.tensor(seq[:, 1:])), want, rtol=1e-5, atol=1e-6)
+        for m, tm in zip(mods, t_mods):
+            for p, q in zip(m.parameters(), tm.parameters()):
+                assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+        trips = sorted(lp.k for lp in compiled.last_loops)
+        assert trips[-1] >= T - 2 and len(trips) >= 2, trips   # the forward loop and the backward loop
+        assert compiled.stats.compiled_ops < 120, compiled.stats
+
+
+def test_a_bucket_that_is_another_inputs_size_pads_one_past_it():
+    """Geometric buckets skip the sizes of the step's other inputs (a padded size must say which dims are
+    padded): a length of 45 beside weights of sizes 64 and 128 pads to 65, not to 128 and then 256."""
+    from dynajax.compile.bucketing import declared
+    import inspect
+
+    def f(x):
+        return x
+    sig = inspect.signature(f)
+    _, dims = declared(sig, {"x": {1: [16, 32, 64, 128, 256]}}, (dj.zeros(2, 45),), {}, avoid={64, 128})
+    assert dims == [(("x", 1), 45, 65)]
+    _, dims = declared(sig, {"x": {1: [16, 32, 64, 128, 256]}}, (dj.zeros(2, 64),), {}, avoid={64, 128})
+    assert dims == [(("x", 1), 64, 64)]   # (a true size equal to another input's is not padded)
+
+
 def test_rolling_can_be_switched_off():
     dj.manual_seed(0)
     cell, head = _HandWrittenGRUCell(3, 5), nn.Linear(5, 2)

@@ -114,7 +114,9 @@ def declared(sig, spec: dict, args: tuple, kwargs: dict, avoid=frozenset()):
         # b stands for another true size already, or is a size of the step's other inputs (a creation op of
         # that size would be ambiguous, ``compile.padding``): the next bucket
         while (b != n and b in avoid) or true_of.setdefault(b, n) != n:
-            b = max(bucket(b + 1, sizes) for sizes in specs)
+            # (a size of another input: one more, not the next bucket -- 64 padded to 128 and then, past a
+            # hidden size of 128, to 256 ran an RNN loop over 256 steps for a length of 45)
+            b = b + 1 if b in avoid else max(bucket(b + 1, sizes) for sizes in specs)
         padded_of[n] = b
     return bound, [(key, n, padded_of[n]) for key, n, _ in found]
 

@@ -216,6 +216,9 @@ def fingerprint(v, budget: list | None = None, depth: int = 0, floats: bool = Tr
         raise Unguardable(f"a {t.__name__} too large to guard")
     d = depth + 1
     if k == "l":
+        ids = [id(x) for x in v if _KIND.get(type(x)) == "i"]
+        if len(ids) == len(v):   # (the usual list: an optimizer's params, by identity, as the loop below would)
+            return (t, tuple(ids))
         return (t, tuple([fingerprint(x, budget, d, floats) for x in v]))
     if k == "d":
         return (t, tuple([(x, fingerprint(y, budget, d, floats)) for x, y in v.items()]))

@@ -29,7 +29,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..ops.index import _index_backward as _index_backward_op, _index_impl
 from .capture import _SHAPES
+
+_index_backward = _index_backward_op.impl
 
 MIN_TRIPS = 4      # shorter repetitions stay unrolled
 MIN_EQNS = 24      # so do runs covering fewer eqns (a few repeated elementwise ops are not a loop)
@@ -40,7 +43,7 @@ _FULL = (None, None, None)
 class Loop:
     """A rolled run: ``k`` iterations of the ``p`` eqns starting at ``start``."""
 
-    __slots__ = ("start", "p", "k", "body", "carry", "consts", "groups", "ys")
+    __slots__ = ("start", "p", "k", "body", "carry", "consts", "groups", "positions", "ys")
 
     def __repr__(self) -> str:
         return f"<rolled loop: {self.k} x {self.p} ops>"
@@ -89,7 +92,7 @@ def _signatures(eqns, keys, in_vars, in_avals, scalars):
     av = dict(zip(in_vars, in_avals))
     ids: dict = {}
     out = []
-    for i, ((fn, _, refs, ovars), (key_fn, pkey, _)) in enumerate(zip(eqns, keys)):
+    for i, ((fn, params, refs, ovars), (key_fn, pkey, _)) in enumerate(zip(eqns, keys)):
         a = tuple((av[r] if r >= 0 else type(scalars[-r - 1])) if type(r) is int else r for r in refs)
         hit = _SHAPES.get((fn, pkey, a))
         if hit is None:
@@ -99,8 +102,25 @@ def _signatures(eqns, keys, in_vars, in_avals, scalars):
             continue
         for v, sd in zip(ovars, hit[1]):
             av[v] = sd
+        at = _position(fn, params)
+        if at is not None:   # ``x[:, t]`` and its backward: the same op at any t (rolled with t per iteration)
+            pkey = ("at", at[0], at[2])
         out.append(ids.setdefault((key_fn, pkey, a), len(ids)))
     return np.asarray(out, np.int64)
+
+
+def _position(fn, params):
+    """``(axis, t, in_shape)`` of an eqn reading (``x[:, :, t]``: a basic key of full slices and one int) or
+    writing (its backward) one position of one axis, else None."""
+    if fn is not _index_impl and fn is not _index_backward:
+        return None
+    basic, shape = params.get("basic", ()), params.get("in_shape")
+    if params.get("dims") != () or not basic or shape is None or type(basic[-1]) is not int:
+        return None
+    if any(b != _FULL for b in basic[:-1]):
+        return None
+    axis = len(basic) - 1
+    return axis, basic[-1] % shape[axis], tuple(shape)
 
 
 def _candidates(sigs) -> list:
@@ -127,10 +147,23 @@ def _verify(eqns, prod, last_use, live_out, s, p, k):
     carry: dict = {}      # (j, o) -> initial value (a ref from before the run)
     consts: dict = {}     # ref -> index
     groups: dict = {}     # tuple of k refs -> index
+    positions: list = []  # per positional eqn whose position moves: its k positions
     body = []
     for j in range(p):
         fn, params, refs0, ovars = eqns[s + j]
         spec = []
+        at = _position(fn, params)
+        if at is not None:
+            ts = [_position(eqns[s + m * p + j][0], eqns[s + m * p + j][1]) for m in range(k)]
+            if any(t is None or t[0] != at[0] or t[2] != at[2] for t in ts):
+                return None
+            if any(t[1] != at[1] for t in ts):   # (its position: read after its inputs)
+                fn = _at if fn is _index_impl else _at_backward
+                params = {"axis": at[0], "in_shape": at[2]}
+                positions.append(tuple(t[1] for t in ts))
+                at = len(positions) - 1
+            else:
+                at = None
         for a, r0 in enumerate(refs0):
             if type(r0) is not int:
                 spec.append(("lit", r0[1]))
@@ -155,6 +188,8 @@ def _verify(eqns, prod, last_use, live_out, s, p, k):
                 if carry.setdefault(rel, r0) != r0:
                     return None
                 spec.append(("carry", rel))
+        if at is not None:
+            spec.append(("pos", at))
         body.append((fn, params, tuple(spec), len(ovars)))
     ys = {}
     for m in range(k):
@@ -169,6 +204,7 @@ def _verify(eqns, prod, last_use, live_out, s, p, k):
     lp.carry = list(carry.items())
     lp.consts = list(consts)
     lp.groups = list(groups)
+    lp.positions = positions
     lp.ys = list(ys.items())
     return lp
 
@@ -204,6 +240,10 @@ def _emit(eqns, unbound, stacks, loops, nvars):
             for g in lp.groups:
                 var, nvars = _stacked(g, rows, unbound, new, nvars)
                 xs.append(var)
+            for ts in lp.positions:
+                new.append((_ints, {"values": ts}, (), (nvars,)))
+                xs.append(nvars)
+                nvars += 1
             ys_vars = list(range(nvars, nvars + len(lp.ys)))
             nvars += len(lp.ys)
             carry_out = []
@@ -213,7 +253,7 @@ def _emit(eqns, unbound, stacks, loops, nvars):
             refs = tuple([init for _, init in lp.carry] + lp.consts + xs)
             fn = functools.partial(_run_loop, body=tuple(lp.body), carry=tuple(rel for rel, _ in lp.carry),
                                    ncarry=len(lp.carry), nconst=len(lp.consts), ys=tuple(rel for rel, _ in lp.ys),
-                                   length=lp.k)
+                                   length=lp.k, ngroups=len(lp.groups))
             fn.rolled = lp
             new.append((fn, {}, refs, tuple(carry_out + ys_vars)))
             for yv, (_, members) in zip(ys_vars, lp.ys):
@@ -317,7 +357,7 @@ def _prune(eqns, outs):
 
 
 # ---------------------------------------------------------------- running
-def _run_loop(*vals, body, carry, ncarry, nconst, ys, length):
+def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups):
     """The scan of a rolled run: ``vals`` = initial carries, constants, stacked per-iteration inputs."""
     init, consts, xs = vals[:ncarry], vals[ncarry:ncarry + nconst], vals[ncarry + nconst:]
 
@@ -334,6 +374,8 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length):
                     args.append(consts[a])
                 elif kind == "xs":
                     args.append(x[a])
+                elif kind == "pos":
+                    args.append(x[ngroups + a])
                 else:
                     args.append(a)
             res = fn(*args, **params)
@@ -353,6 +395,22 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length):
             rows.append(y)
         stacked = tuple(jnp.stack([r[i] for r in rows]) for i in range(len(ys)))
     return tuple(final) + tuple(stacked)
+
+
+def _at(x, t, *, axis, in_shape):
+    """``x[:, ..., t]`` at a traced position ``t`` (a rolled loop's ``x[:, t]``)."""
+    return jax.lax.dynamic_index_in_dim(x, t, axis, keepdims=False)
+
+
+def _at_backward(g, t, *, axis, in_shape):
+    """The backward of ``_at``: zeros of ``in_shape`` holding ``0 + g`` at position ``t`` (as ``index_backward``
+    computes it)."""
+    z = jnp.zeros(in_shape, g.dtype)
+    return jax.lax.dynamic_update_slice_in_dim(z, jnp.expand_dims(jnp.zeros_like(g) + g, axis), t, axis)
+
+
+def _ints(*, values):
+    return jnp.asarray(np.asarray(values, np.int32))
 
 
 def _row(y, *, m):
