@@ -260,9 +260,36 @@ def watch_eager_kernel(name: str) -> None:
         jax.monitoring.register_event_duration_secs_listener(_on_compile)
 
 
+# Each live XLA:CPU executable holds a few memory mappings of its code, and a process may hold at most
+# vm.max_map_count of them (65530 by default on Linux): past it the next compile crashes inside XLA. A
+# long-lived process compiling eager kernels for many shapes gets there, so every MAPS_CHECK_EVERY eager
+# compiles the mappings are counted, and past MAPS_SHARE of the limit the next eager op drops every eager
+# kernel first (``ops.registry.clear_kernels``; they compile again on their next use).
+MAPS_CHECK_EVERY = 1000
+MAPS_SHARE = 0.5
+KERNELS_FULL = [False]   # set here, acted on by the next eager op (not inside a compile's callback)
+_MAPS = {"compiles": 0}
+
+
+def mappings():
+    """(memory mappings this process holds, the system's limit), or None where /proc does not say."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            n = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            return n, int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def _on_compile(event: str, secs: float, fun_name: str = "", **_) -> None:
     if event != "/jax/core/compile/backend_compile_duration" or fun_name not in _EAGER_NAMES:
         return
+    _MAPS["compiles"] += 1
+    if _MAPS["compiles"] % MAPS_CHECK_EVERY == 0:
+        m = mappings()
+        if m is not None and m[0] > MAPS_SHARE * m[1]:
+            KERNELS_FULL[0] = True
     _EAGER_COMPILES[fun_name] += 1
     _STORM["seconds"] += secs
     if _STORM["warned"] or _STORM["seconds"] < STORM_SECONDS:

@@ -183,3 +183,26 @@ def test_a_second_process_loads_the_kernels_the_first_stored(tmp_path):
     assert second["stats"]["kernels_loaded"] == first["stats"]["kernels_compiled"]
     assert second["compiles"] <= first["compiles"] - first["stats"]["kernels_compiled"]
     assert second["vals"] == first["vals"]
+
+
+def test_eager_kernels_are_dropped_near_the_memory_mapping_limit(monkeypatch):
+    """Every MAPS_CHECK_EVERY eager compiles the process's memory mappings are counted; past MAPS_SHARE of
+    vm.max_map_count the next eager op drops every eager kernel (XLA crashes past the limit), and ops go on
+    computing the same values with kernels compiled again."""
+    from dynajax import _device
+    from dynajax.ops import registry
+    if _device.mappings() is None:
+        pytest.skip("no /proc/self/maps on this system: the bound is off")
+    cleared = []
+    real = registry.clear_kernels
+    monkeypatch.setattr(registry, "clear_kernels", lambda: cleared.append(1) or real())
+    monkeypatch.setattr(_device, "MAPS_CHECK_EVERY", 1)
+    monkeypatch.setattr(_device, "MAPS_SHARE", 1e-9)   # any count is past it
+    x = np.linspace(-2, 2, 7 * 13, dtype=np.float32).reshape(7, 13)   # a shape no other test compiles for
+    got = (dj.tensor(x).exp() * 3).sum(1)                     # compiles: the bound trips
+    assert _device.KERNELS_FULL[0] or cleared
+    again = (dj.tensor(x).exp() * 3).sum(1)                   # the next eager op drops the kernels first
+    assert cleared and not _device.KERNELS_FULL[0]
+    want = (np.exp(x.astype(np.float64)) * 3).sum(1)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(again.numpy(), want, rtol=1e-5)

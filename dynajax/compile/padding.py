@@ -613,7 +613,7 @@ CREATION = {   # op -> the shape it makes, from its params
 
 _ELEMENTWISE = """abs acos acosh angle asin asinh atan atan2 atanh bitwise_and bitwise_left_shift bitwise_not
 bitwise_or bitwise_right_shift bitwise_xor ceil clamp clone complex conj conj_physical copysign cos cosh digamma
-div div_trunc entr eq erf erfc erfcx erfinv exp exp2 expm1 fill_like floor floor_divide fmax fmin fmod frac ge gt
+div div_trunc entr eq erf erfc erfcx erfinv exp exp2 expm1 fill fill_like floor floor_divide fmax fmin fmod frac ge gt
 hypot i0 i0e i1 i1e imag isclose isfinite isinf isnan le leaky_relu lgamma log log10 log1p log2 log_ndtr logaddexp
 logical_and logical_not logical_or logical_xor logit lt maximum minimum modified_bessel_i0 modified_bessel_i1 mul
 nan_to_num ndtr ndtri ne neg polygamma pow real reciprocal relu remainder round rsqrt sigmoid sign signbit sin

@@ -23,7 +23,7 @@ import numpy as np
 from ..autograd import grad_mode
 from ..autograd.graph import Node
 from .. import _kernel_cache
-from .._device import eager_compiler_options, watch_eager_kernel
+from .._device import KERNELS_FULL as _KERNELS_FULL, eager_compiler_options, watch_eager_kernel
 from .._dtype import x64_set as _x64_set, x64_swap as _x64_swap
 
 _LOAD_OPS = {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
@@ -273,8 +273,12 @@ def _run(op: Op, fn, args: tuple, params: dict):
         op.check(*args, **params)
     if traced:
         fn = op.jitted(params, eager=False)
-    elif fn is None:
-        fn = op.jitted(params)
+    else:
+        if _KERNELS_FULL[0]:   # near the memory-mapping limit (``_device.mappings``): every eager kernel dropped
+            _KERNELS_FULL[0] = False
+            clear_kernels()
+        if fn is None:
+            fn = op.jitted(params)
     try:
         if op.eager_pad is None or traced or (out := _kernel_cache.run_bucketed(op, fn, vals, params)) is None:
             out = fn(*vals)
