@@ -424,6 +424,9 @@ entry("nll_loss_index", lambda lp, t: F.nll_loss(lp, t), _nll_inputs)
 entry("nll_loss_index_backward", vjp_of(lambda lp, t: F.nll_loss(lp, t, reduction="none")),
       lambda r: _nll_inputs(r) + [r.standard_normal(4)])
 entry("fill_like", lambda x: dj.ops.creation.fill_like(x, 1), normal(2, 3), order=0)
+# (``fill_``/``zero_``/``bernoulli`` of a tensor that requires grad: ``v`` over ``x``, a zero gradient to ``x``)
+entry("fill", lambda x, v: dj.ops.registry.apply(dj.ops.creation._overwrite, x, v) * x,
+      lambda r: [r.standard_normal((2, 3)), r.standard_normal(())])
 entry("full", lambda x: x * dj.ops.registry.apply(dj.ops.creation._full, shape=(2, 3), value=2.0,
                                                  dtype=dj._dtype.to_np(x.dtype)),
       normal(2, 3), order=0)

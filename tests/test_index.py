@@ -387,6 +387,51 @@ def test_scatter_src_larger_than_index_gradcheck():
               X, rng.standard_normal((3, 4)), order=2)
 
 
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("zeros", ["none", "one", "two"])
+def test_scatter_reduce_prod_repeated_indices_lowered_grad(include_self, zeros):
+    # JAX differentiates its scatter-multiply only for unique indices: the impl's JVP uses the tape rule's
+    # coefficients, so jax.grad (jit, vmap) and jax.jvp of the lowered graph agree with the tape and torch
+    import jax
+    import jax.numpy as jnp
+    import torch
+    from dynajax.lower import lower
+    from dynajax.testing import check_grads
+    x, s = np.array(XT), np.array([[2.0, 0.5, 2.0], [3.0, 2.0, 1.5]])
+    if zeros != "none":   # slot (0, 1) gathers x[0, 1], s[0, 1], s[1, 1]: one or two zero factors
+        s[0, 1] = 0.0
+        x[1, 0] = 0.0
+        if zeros == "two":
+            s[1, 1] = 0.0
+    g = rng.standard_normal(x.shape)
+
+    def f(m, a, b, i):
+        return m.scatter_reduce(a, 0, i, b, "prod", include_self=include_self)
+
+    tx, ts = torch.tensor(x, requires_grad=True), torch.tensor(s, requires_grad=True)
+    want = torch.autograd.grad(f(torch, tx, ts, torch.tensor(T_IDX)), (tx, ts), torch.tensor(g))
+    dx, ds = dj.tensor(x, requires_grad=True), dj.tensor(s, requires_grad=True)
+    got = dj.autograd.grad(f(dj, dx, ds, dj.tensor(T_IDX)), (dx, ds), dj.tensor(g))
+    low = lower(lambda a, b: f(dj, a, b, dj.tensor(T_IDX)), dx, ds)
+    with dj._dtype.x64():   # (float64 arrays, as the lowered graph's)
+        xs = (jnp.asarray(x), jnp.asarray(s))
+        vjp = jax.jit(lambda a, b: jax.vjp(low.fn, a, b)[1](jnp.asarray(g)))
+        jgrads = vjp(*xs)
+        batched = jax.vmap(vjp)(*(jnp.stack([v, v]) for v in xs))
+        tangent = jax.jvp(low.fn, xs, (jnp.ones(x.shape), jnp.ones(s.shape)))[1]
+    for k in range(2):
+        assert_close(got[k], want[k].numpy(), msg=f"tape grad {k}")
+        assert_close(np.asarray(jgrads[k]), want[k].numpy(), msg=f"jax.vjp of the lowered graph {k}")
+        assert_close(np.asarray(batched[k][1]), want[k].numpy(), msg=f"vmapped {k}")
+    # forward mode is the transpose: <jvp(ones), g> = <vjp(g), ones>
+    np.testing.assert_allclose(float(np.sum(np.asarray(tangent) * g)),
+                               sum(float(want[k].sum()) for k in range(2)), rtol=1e-10)
+    idx = dj.tensor(T_IDX)
+    check_grads(lambda a, b: f(dj, a, b, idx).sum() * 1.5, [x, s], order=2 if zeros == "none" else 1)
+    check_grads(lambda a, b: dj.index_reduce(a, 0, dj.tensor([0, 2, 0]), b, "prod", include_self=include_self),
+                [x, rng.uniform(0.5, 1.5, (3, 4))], order=2)
+
+
 def test_bounds_extrema_on_device_path():
     import jax.numpy as jnp
     from dynajax.ops.index import _extrema_dev

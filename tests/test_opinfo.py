@@ -19,13 +19,8 @@ HAVE = mapped()
 MISSING = sorted(set(OPINFOS) - set(HAVE))   # OpInfos without a dynajax callable (the table shrinks as ops land)
 
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
-    "bernoulli": {"grad": "dynajax's bernoulli output records no (zero) gradient; torch's requires grad"},
     "linalg.pinv.singular": {"lowering": "jax.vjp of the pinv impl differs from the tape (which matches torch) "
                                          "on a rank-deficient matrix"},
-    "scatter_reduce.prod": {"lowering": "jax.vjp of a scatter-multiply is implemented only for unique indices"},
-    "index_reduce.prod": {"lowering": "jax.vjp of a scatter-multiply is implemented only for unique indices"},
-    "zero_": {"grad": "an in-place fill of a tensor that requires grad leaves it not requiring grad (torch records "
-                      "a zero gradient); ops/views.py's write"},
     "as_strided_scatter": {"grad": "overlapping strides: torch's gradient of input differs from the index_put "
                                    "composition's"},
 }

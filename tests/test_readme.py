@@ -90,7 +90,7 @@ def test_setup_commands_are_the_ones_ci_runs():
     # .ci/run adds --quiet to pip; the commands are otherwise the README's
     commands = [ln.replace(" --quiet", "") for ln in ci.splitlines() if ln.startswith("pip install")]
     assert commands == ["pip install -e . && python -m dynajax.demo",
-                        'pip install -e ".[test]" && python -m pytest -x -q']
+                        'pip install -e ".[test]" && python -m pytest -x -q -n 2 --dist loadfile']
     bash = re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M)
     assert bash and bash[0].strip().splitlines() == commands
 

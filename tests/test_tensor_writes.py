@@ -105,6 +105,63 @@ def test_expanded_writes_compiled_match_eager():
     assert run(True) == eager
 
 
+# ---------------------------------------------------------------- fills of a tensor that requires grad
+FILLS = {   # as PyTorch's: the filled tensor still requires grad, and what was overwritten gets a zero gradient
+    "zero_": lambda L, x, v: x.zero_(),
+    "fill_ number": lambda L, x, v: x.fill_(2.5),
+    "fill_ tensor": lambda L, x, v: x.fill_(L.tensor(3.0)),
+    "fill_ tensor requiring grad": lambda L, x, v: x.fill_(v),
+    "fill_ of a view": lambda L, x, v: x[1].fill_(4.0),
+    "zero_ of a view": lambda L, x, v: x[:, 0].zero_(),
+}
+
+
+@pytest.mark.parametrize("name", list(FILLS))
+def test_fill_keeps_requires_grad(name):
+    def fn(L):
+        w = L.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+        v = L.tensor(1.5, requires_grad=True)
+        x = w * 2
+        FILLS[name](L, x, v)
+        flags = [x.requires_grad, x.grad_fn is not None]
+        (x * L.tensor([1.0, 2.0, 3.0])).sum().backward()
+        with L.no_grad():
+            y = w * 2
+            y.zero_()
+            flags.append(y.requires_grad)
+        return flags, w.grad.tolist(), None if v.grad is None else v.grad.item(), x.tolist()
+    same(fn)
+
+
+def test_bernoulli_requires_grad_with_zero_gradient():
+    def fn(L):
+        p = L.tensor([0.0, 1.0, 1.0], requires_grad=True)
+        b = L.bernoulli(p)
+        (b * 2).sum().backward()
+        return b.requires_grad, b.tolist(), p.grad.tolist(), L.bernoulli(p.detach()).requires_grad
+    same(fn)
+
+
+def test_fill_of_tensor_requiring_grad_compiled_matches_eager():
+    def run(compiled):
+        w = dj.tensor(np.arange(3.0, dtype=np.float32), requires_grad=True)
+
+        def step(_):
+            x = w * 3
+            x[0:2].zero_()
+            y = w * 1
+            y.fill_(2.0)
+            loss = (x * w).sum() + (y * w).sum()
+            loss.backward()
+            return loss
+        f = dj.compile(step) if compiled else step
+        losses = [f(i).item() for i in range(2)]
+        return losses, w.grad.tolist()
+    eager = run(False)
+    assert eager == ([18.0, 18.0], [4.0, 4.0, 28.0])   # (w.grad = x + y + 3 w at the slot kept, twice)
+    assert run(True) == eager
+
+
 # ---------------------------------------------------------------- numbers that do not fit the dtype
 SCALAR_CASES = [("int8", 300), ("int8", -129), ("int8", 127.9), ("uint8", 256), ("uint8", -1), ("uint8", -256),
                 ("uint8", -1.0), ("int32", 2**31), ("int64", float("nan")), ("int64", float("inf")),

@@ -306,6 +306,10 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_averag
 def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm distance."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if isinstance(margin, (int, float)) and margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
     if not anchor.dim() == positive.dim() == negative.dim():
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
                            f"dimensions, but got: anchor {anchor.dim()}D, positive {positive.dim()}D, and "
@@ -314,7 +318,7 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
     d_an = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_an = _ew.minimum(d_an, pairwise_distance(positive, negative, p, eps))
-    return _reduce((margin + d_ap - d_an).clamp(min=0.0), _reduction(size_average, reduce, reduction))
+    return _reduce((margin + d_ap - d_an).clamp(min=0.0), reduction)
 
 
 @cast_inputs("fp32")
@@ -394,6 +398,8 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
     _check_reduction(reduction)
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
     if input.dim() > 2 or input.numel() == 0 and input.dim() != 2:
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
                            f"{list(input.shape)}")

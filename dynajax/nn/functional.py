@@ -98,6 +98,19 @@ def _check_conv_weight(weight, groups, nd: int, group_dim: int) -> None:
                            f"{group_dim}, but got weight of size {list(weight.shape)} instead")
 
 
+def _check_conv_bias(input, weight, bias, channels: int, transposed: bool = False) -> None:
+    """PyTorch's checks of a convolution's bias: the input's dtype, one value per output channel."""
+    if bias is None:
+        return
+    if bias.dtype != input.dtype:
+        raise RuntimeError(f"Input type ({_c_name(input.dtype)}) and bias type ({_c_name(bias.dtype)}) should be "
+                           "the same")
+    if bias.dim() != 1 or bias.shape[0] != channels:
+        raise RuntimeError(f"Given {'transposed=1, ' * transposed}weight of size {list(weight.shape)}, expected "
+                           f"bias to be 1-dimensional with {channels} elements, but got bias of size "
+                           f"{list(bias.shape)} instead")
+
+
 def _check_conv_args(input, stride, pads, dilation, kernel=None) -> None:
     """PyTorch's checks of a convolution's geometry, which XLA would otherwise accept (a kernel larger than
     the padded input gives an empty result there; a zero stride divides by zero). ``pads``: (lo, hi) per
@@ -129,6 +142,7 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, na
     if input.dtype != weight.dtype:
         raise RuntimeError(f"expected scalar type {input.dtype.legacy_name} but found {weight.dtype.legacy_name}")
     _check_conv_weight(weight, groups, nd, 0)
+    _check_conv_bias(input, weight, bias, weight.shape[0])
     c_in = input.shape[1]
     if c_in != weight.shape[1] * groups:
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
@@ -150,12 +164,7 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd: int, na
         pads = tuple((p, p) for p in _tuple(padding, nd, "padding"))
     _check_conv_args(input, stride, pads, dilation, k)
     p = dict(stride=stride, padding=pads, dilation=dilation, groups=int(groups))
-    if bias is None:
-        out = apply(_ops.conv, input, weight, **p)
-    elif bias.dim() == 1 and bias.dtype == input.dtype and bias.shape[0] == weight.shape[0]:
-        out = apply(_ops.conv_bias, input, weight, bias, **p)
-    else:   # broadcasting and promotion as ``+``
-        out = apply(_ops.conv, input, weight, **p) + bias.reshape(-1, *([1] * nd))
+    out = apply(_ops.conv, input, weight, **p) if bias is None else apply(_ops.conv_bias, input, weight, bias, **p)
     return out.squeeze(0) if unbatched else out
 
 
@@ -185,6 +194,7 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, gro
     stride, padding = _tuple(stride, nd, "stride"), _tuple(padding, nd, "padding")
     output_padding, dilation = _tuple(output_padding, nd, "output_padding"), _tuple(dilation, nd, "dilation")
     _check_conv_weight(weight, groups, nd, 0)
+    _check_conv_bias(input, weight, bias, weight.shape[1] * groups, transposed=True)
     _check_conv_args(input, stride, tuple((p, p) for p in padding), dilation)
     for op_, s_, d_ in zip(output_padding, stride, dilation):
         if op_ < 0 or op_ >= max(s_, d_):
@@ -244,9 +254,13 @@ def _check_pool(input, k, s, p, d, ceil_mode, nd: int) -> None:
     """PyTorch's checks of a pooling window: positive sizes, padding at most half the kernel (PyTorch's
     bound, the dilation aside) and at least one output per dim (XLA would return an empty result or divide
     by zero)."""
-    if input.dim() not in (nd + 1, nd + 2) or 0 in input.shape[input.dim() - nd:]:
-        raise RuntimeError(f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with non-zero sizes of the "
-                           f"pooled dims for input, but got: {list(input.shape)}")
+    if input.dim() not in (nd + 1, nd + 2) or (0 in input.shape[-nd - 1:] and nd < 3):
+        raise RuntimeError(f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with optional 0 dim batch size "
+                           f"for input, but got: {list(input.shape)}")
+    if 0 in input.shape[-nd - 1:]:
+        raise RuntimeError(f"Expected input's non-batch dimensions to have positive length, but input has a shape "
+                           f"of {list(input.shape)} and non-batch dimension {input.shape[-nd - 1:].index(0)} has "
+                           "length zero!")
     if min(k) < 1 or min(s) < 1 or min(d) < 1:
         raise RuntimeError(f"kernel_size, stride and dilation should be greater than zero, but got kernel_size={k}, "
                            f"stride={s} and dilation={d}")
@@ -275,6 +289,9 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd):
     k = _tuple(kernel_size, nd)
     s = k if stride is None else _tuple(stride, nd)
     p = _tuple(padding, nd)
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(input.shape)}) "
+                           f"but got indices tensor with shape: {list(indices.shape)}")
     L = input.shape[-nd:]
     default = tuple((L[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
     if output_size is None:
@@ -387,10 +404,32 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
     return input / (div * alpha + k).pow(beta)
 
 
-def _adaptive_avg(input, output_size, nd):
-    out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
+def _adaptive_sizes(input, output_size, nd: int, kind: str) -> tuple:
+    """The output sizes of ``adaptive_{kind}_pool{nd}d`` (None keeps an input dim), after PyTorch's checks of
+    the input's rank and of ``output_size``'s length and signs."""
+    name = f"adaptive_{kind}_pool{nd}d"
+    out = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * nd
+    if nd > 1 and isinstance(output_size, (tuple, list)) and input.dim() <= len(out):
+        raise ValueError(f"Input dimension should be at least {len(out) + 1}")   # (PyTorch's Python check)
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: {list(input.shape)}")
+    if len(out) != nd:
+        raise RuntimeError(f"{name}() argument 'output_size' should contain one int (got {len(out)})" if nd == 1
+                           else f"{name}: output_size must be {nd}" if kind == "avg"
+                           else f"{name}(): internal error: output_size.size() must be {nd}")
     L = input.shape[-nd:]
-    specs = tuple(("adaptive", L[i], L[i] if out[i] is None else int(out[i])) for i in range(nd))
+    sizes = tuple(L[i] if out[i] is None else int(out[i]) for i in range(nd))
+    if min(sizes) < 0:
+        raise RuntimeError(f"{name}: elements of output_size must be greater than or equal to 0 but received "
+                           f"{{{', '.join(map(str, sizes))}}}" if kind == "avg" else
+                           f"Trying to create tensor with negative dimension {min(sizes)}: "
+                           f"{list(input.shape[:-nd]) + list(sizes)}")
+    return sizes
+
+
+def _adaptive_avg(input, output_size, nd):
+    sizes = _adaptive_sizes(input, output_size, nd, "avg")
+    specs = tuple(("adaptive", n, m) for n, m in zip(input.shape[-nd:], sizes))
     return apply(_ops.resample, input, specs=specs)
 
 
@@ -410,9 +449,7 @@ def adaptive_avg_pool3d(input, output_size) -> Tensor:
 
 
 def _adaptive_max(input, output_size, nd, return_indices=False):
-    out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
-    L = input.shape[-nd:]
-    sizes = tuple(L[i] if out[i] is None else int(out[i]) for i in range(nd))
+    sizes = _adaptive_sizes(input, output_size, nd, "max")
     out = apply(_ops.adaptive_max_pool, input, out_sizes=sizes)
     return (out, apply(_ops.adaptive_max_pool_indices, input, out_sizes=sizes)) if return_indices else out
 
@@ -827,6 +864,15 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """Leaky ReLU with a learned slope per channel (dim 1)."""
+    if weight.dim() > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.dim()}")
+    if weight.numel() != 1:
+        if input.dim() == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        c = input.shape[1] if input.dim() > 1 else 1
+        if c != weight.numel():
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{weight.numel()} and channel size = {c}.")
     w = weight.reshape(-1, *([1] * (input.dim() - 2))) if input.dim() > 1 and weight.numel() > 1 else weight
     return _ew.where(input > 0, input, input * w)
 
@@ -1012,9 +1058,11 @@ def _normalize_over(x: Tensor, dims, eps: float):
     return xc * (var + eps).rsqrt(), mean, var
 
 
-def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
-    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+def _check_layer_norm(input: Tensor, ns: tuple, weight, bias) -> None:
+    """PyTorch's checks of a layer norm's ``normalized_shape`` (``ns``) against its input, weight and bias."""
+    if not ns:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+                           "element, but got normalized_shape = []")
     if tuple(input.shape[input.dim() - len(ns):]) != ns:
         raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape [*, "
                            f"{', '.join(str(s) for s in ns)}], but got input of size{list(input.shape)}")
@@ -1025,6 +1073,12 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
         if t is not None and t.dtype != input.dtype and not (
                 t.dtype == _dtype.float32 and input.dtype in (_dtype.float16, _dtype.bfloat16)):
             raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+
+
+def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    _check_layer_norm(input, ns, weight, bias)
     # half and bfloat16 inputs are normalized in float32 and the result given back in the input's dtype, as
     # PyTorch computes them (float32 weights and bias with such an input included)
     low = input.dtype in (_dtype.float16, _dtype.bfloat16)
@@ -1147,6 +1201,8 @@ def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=Non
 
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalize over groups of channels (and all spatial dims) per sample."""
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
     n, c = input.shape[0], input.shape[1]
     for t in (weight, bias):
         if t is not None and (t.dim() != 1 or t.shape[0] != c):
@@ -1317,8 +1373,9 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """The multi-label hinge loss: per sample, ``sum_{j, i} max(0, 1 - (x[y_j] - x[i])) / C`` over the
     target classes ``y_j`` (those before the first -1 of the target row) and the non-target classes ``i``."""
-    from ._losses import _reduce, _reduction
+    from ._losses import _check_reduction, _reduce, _reduction
     reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
     if input.dim() > 2 or target.shape != input.shape:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
@@ -1339,6 +1396,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
 
 def native_layer_norm(input: Tensor, normalized_shape, weight, bias, eps: float) -> tuple:
     """``(layer_norm(...), mean, rstd)``, the statistics kept over the normalized dims (size 1 there)."""
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    _check_layer_norm(input, normalized_shape, weight, bias)
     dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
     mean = input.mean(dims, keepdim=True)
     rstd = (input.var(dims, unbiased=False, keepdim=True) + eps).rsqrt()

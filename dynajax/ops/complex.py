@@ -161,9 +161,18 @@ def _check_parts(name: str, a: Tensor, b: Tensor) -> None:
                            f"{b.dtype.legacy_name} for second argument")
 
 
+def _check_parts_out(a: Tensor, out) -> None:
+    """PyTorch's check that the ``out=`` of ``complex``/``polar`` has the dtype of the result."""
+    want = _dtype.from_np(complex_dtype_of(a._value.dtype))
+    if out is not None and out.dtype != want:
+        raise RuntimeError(f"Expected object of scalar type {want.legacy_name} but got scalar type "
+                           f"{out.dtype.legacy_name} for argument 'out'")
+
+
 def complex(real: Tensor, imag: Tensor, *, out=None) -> Tensor:
     """The complex tensor ``real + i imag`` (both float32 or both float64; they broadcast)."""
     _check_parts("complex", real, imag)
+    _check_parts_out(real, out)
     r = apply(_complex, real, imag)
     return r if out is None else out.copy_(r)
 
@@ -171,6 +180,7 @@ def complex(real: Tensor, imag: Tensor, *, out=None) -> Tensor:
 def polar(abs: Tensor, angle: Tensor, *, out=None) -> Tensor:
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
     _check_parts("polar", abs, angle)
+    _check_parts_out(abs, out)
     r = complex(abs * angle.cos(), abs * angle.sin())
     return r if out is None else out.copy_(r)
 

@@ -318,7 +318,16 @@ def _steps(steps, dtype, device, name: str) -> int:
     return n
 
 
+def _check_endpoints(start, end, name: str) -> None:
+    """PyTorch's check that tensor endpoints of ``linspace``/``logspace`` are 0-d."""
+    bad = [f"{what} with {v._value.ndim} dimension(s)" for what, v in (("start", start), ("end", end))
+           if isinstance(v, Tensor) and v._value.ndim]
+    if bad:
+        raise RuntimeError(f"{name} only supports 0-dimensional start and end tensors, but got {' and '.join(bad)}.")
+
+
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    _check_endpoints(start, end, "linspace")
     d = _np_or_default(dtype)
     return _made(_linspace, device, requires_grad, start=float(start), end=float(end),
                  steps=_steps(steps, d, device, "linspace"), dtype=d)
@@ -326,6 +335,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
+    _check_endpoints(start, end, "logspace")
     d = _np_or_default(dtype)
     return _made(_linspace, device, requires_grad, start=float(start), end=float(end),
                  steps=_steps(steps, d, device, "logspace"), dtype=d, base=float(base))
@@ -397,7 +407,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probability ``input`` (or ``p``) of a 1, in ``input``'s dtype."""
     prob = input._value if p is None else p
-    return _make(random.sample("bernoulli", input._value.shape, input._value.dtype, prob, 0.0, generator))
+    r = _make(random.sample("bernoulli", input._value.shape, input._value.dtype, prob, 0.0, generator))
+    # as PyTorch's: the samples require grad where ``input`` does, with a zero gradient to it
+    return apply(_overwrite, input, r) if _requires_grad_here(input) else r
 
 
 @method()
@@ -499,6 +511,12 @@ def new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bo
 _RANDOM_KERNELS = {"normal": "normal_kernel_cpu", "uniform": "check_uniform_bounds"}   # PyTorch's, in its errors
 
 
+def _numbers(*values) -> bool:
+    """Whether all ``values`` are Python numbers (a random op's parameters, checked only as such: a tensor's
+    value is not read)."""
+    return all(isinstance(v, numbers.Real) for v in values)
+
+
 def _fill_random(self: Tensor, kind: str, a, b, generator) -> Tensor:
     if kind in _RANDOM_KERNELS:
         _float_np_checked(self.dtype, _RANDOM_KERNELS[kind])
@@ -513,11 +531,15 @@ def _assign_nograd(self: Tensor, value) -> Tensor:
 
 @method()
 def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
+    if _numbers(a, b) and a > b:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
     return _fill_random(self, "uniform", a, b, generator)
 
 
 @method()
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    if _numbers(std) and std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     return _fill_random(self, "normal", mean, std, generator)
 
 
@@ -540,6 +562,8 @@ def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=No
 
 @method()
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    if _numbers(lambd) and not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
     if not self.is_floating_point():
         raise RuntimeError(f"Exponential distribution is a continuous probability distribution. dtype must be a "
                            f"floating point but you specified {self.dtype.legacy_name}")
@@ -547,16 +571,37 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     return _assign_nograd(self, -jnp.log1p(-u) / lambd)
 
 
+@op("fill", backward_name="FillBackward0")
+def _overwrite(x, v):
+    """``v`` (broadcast, in ``x``'s dtype) in place of ``x``: what replaces a tensor that requires grad, so
+    that the result still does, with a zero gradient to the overwritten ``x`` (PyTorch's ``FillBackward0``)."""
+    return jnp.broadcast_to(jnp.asarray(v).astype(x.dtype), x.shape)
+
+
+# (the engine sums v's cotangent down to v's shape)
+_overwrite.defvjp(lambda g, out, x, v: fill_like(g, 0), lambda g, out, x, v: g)
+
+
+def _requires_grad_here(t: Tensor) -> bool:
+    from ..autograd import grad_mode
+    return t._rg and grad_mode.state.enabled
+
+
 @method()
 def fill_(self: Tensor, value) -> Tensor:
-    """Fill with ``value`` (a number or a 0-d tensor, whose gradient flows)."""
+    """Fill with ``value`` (a number or a 0-d tensor, whose gradient flows); a tensor that requires grad
+    still does, with a zero gradient to what was overwritten, as in PyTorch."""
     from .views import write
     if isinstance(value, Tensor):
         if value._value.ndim != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value._value.ndim} dimensions.")
+        if _requires_grad_here(self):
+            return write(self, apply(_overwrite, self, value.to(self.dtype)), "fill_")
         from .shape import expand
         return write(self, expand(value.to(self.dtype), self._value.shape), "fill_")
+    if _requires_grad_here(self):
+        return write(self, apply(_overwrite, self, _dtype.checked_scalar(value, self._value.dtype)), "fill_")
     return write(self, _filled(tuple(self._value.shape), value, self._value.dtype, None, False), "fill_")  # (recorded)
 
 

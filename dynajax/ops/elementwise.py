@@ -693,6 +693,7 @@ def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:
     """Limit values to ``[min, max]`` (either bound may be None or a tensor)."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    tensor_args("clamp", input=(1, input))
     args = [a for a in (input, min, max) if a is not None]
     d = _dtype.result_type(*args)
     min = _dtype.checked_scalar(min, d)
@@ -714,10 +715,12 @@ export(clamp, inplace_name="clip_")
 
 
 def clamp_min(input, min):
+    tensor_args("clamp_min", input=(1, input))
     return clamp(input, min=min)
 
 
 def clamp_max(input, max):
+    tensor_args("clamp_max", input=(1, input))
     return clamp(input, max=max)
 
 

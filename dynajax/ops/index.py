@@ -435,6 +435,8 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
     if not shape:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, len(shape))
+    if isinstance(start, Tensor) and (start._value.ndim or start.dtype.np.kind not in "iu"):
+        raise RuntimeError("start must be an 0-dim integral Tensor.")
     start, length, n = int(start), int(length), shape[d]
     if not -n <= start <= n:
         raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
@@ -463,6 +465,7 @@ def index_select(input: Tensor, dim: int, index: Tensor, *, out=None) -> Tensor:
     if not _is_index(index):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     d, index = _dim_index("index_select", input, dim, index)
+    check_out(out, input, index, name="index_select")
     scalar = input._value.ndim == 0
     if scalar and index._value.size != 1:
         raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index._value.size} value(s)")
@@ -613,7 +616,76 @@ def _scatter_impl(x, idx, src, *, dim, reduce, include_self, in_shape):
         n = at(jnp.full(x.shape, int(include_self), x.dtype)).add(1)
         n = jnp.maximum(n, 1)
         return s / n if jnp.issubdtype(x.dtype, jnp.inexact) else s // n
+    if reduce == "prod" and jnp.issubdtype(x.dtype, jnp.floating):
+        return _scatter_prod(x, idx, src, dim, in_shape)
     return {"prod": at(x).multiply, "amax": at(x).max, "amin": at(x).min}[reduce](src)
+
+
+class _ArrayOps:
+    """What :func:`_scatter_prod_coefs` computes with, on jax arrays (the impl's JVP); ``_TensorOps``: on
+    Tensors (the tape's rule, so that ``create_graph=True`` records it)."""
+
+    def __init__(self, idx, dim, in_shape):
+        self.idx, self.dim, self.in_shape = idx, dim, in_shape
+
+    where = staticmethod(jnp.where)
+
+    def scatter(self, t, s, reduce=None, include_self=True):
+        return _scatter_impl(t, self.idx, s, dim=self.dim, reduce=reduce, include_self=include_self,
+                             in_shape=self.in_shape)
+
+    def gather(self, t):
+        return t[_grid(self.idx, self.dim)]
+
+    def count(self, mask, like):
+        """How many of ``mask``'s entries scatter to each slot of the input, read back at ``mask``'s."""
+        return self.gather(self.scatter(jnp.zeros(self.in_shape, like.dtype), mask.astype(like.dtype), "sum"))
+
+
+class _TensorOps(_ArrayOps):
+    where = staticmethod(where)
+
+    def scatter(self, t, s, reduce=None, include_self=True):
+        return _scatter_like(t, self.idx, s, self.dim, self.in_shape, reduce, include_self)
+
+    def gather(self, t):
+        return _gather_like(t, self.idx, self.dim, self.in_shape)
+
+    def count(self, mask, like):
+        dt = like._value.dtype
+        return self.gather(self.scatter(full(self.in_shape, 0.0, dtype=dt), cast(mask, dt), "sum"))
+
+
+def _scatter_prod_coefs(k, x, src, out, include_self):
+    """``d out / d x`` (per input slot) and ``d out / d src`` (per source entry) of a scatter-multiply, as
+    PyTorch's ``scatter_reduce_backward`` takes them: exclusive products, exact when a single factor of a
+    slot is 0 (several zeros: 0). The tape's rule is ``(g * cx, gather(g) * cs)``; the impl's JVP is
+    ``cx * dx + scatter_add(cs * dsrc)``, so that ``jax.vjp``/``jax.jvp`` of a lowered graph agree with the
+    tape for repeated indices too (JAX differentiates its own scatter-multiply only for unique ones)."""
+    x1 = k.where(x == 0, 1.0, x)
+    cx = k.scatter(x1, src, "prod", include_self) / x1
+    if not include_self:
+        cx = k.scatter(cx, 0.0)
+    src0 = src == 0
+    single = src0 & (k.count(src0, x) == 1)
+    excl = k.scatter(x, k.where(single, 1.0, src), "prod", include_self)
+    cs = k.where(single, k.gather(excl), k.gather(out) / k.where(src0, 1.0, src))
+    return cx, cs
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4))
+def _scatter_prod(x, idx, src, dim, in_shape):
+    return x.at[_grid(idx, dim)].multiply(src)
+
+
+@_scatter_prod.defjvp
+def _scatter_prod_jvp(dim, in_shape, primals, tangents):
+    x, idx, src = primals
+    dx, _, dsrc = tangents
+    out = _scatter_prod(x, idx, src, dim, in_shape)
+    k = _ArrayOps(idx, dim, in_shape)
+    cx, cs = _scatter_prod_coefs(k, x, src, out, True)
+    return out, cx * dx + k.scatter(jnp.zeros_like(x), cs * dsrc, "sum")
 
 
 # Three ops share the impl so that each rule saves only what it reads: overwriting and the
@@ -650,21 +722,11 @@ def _scatter_add_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_shape
 
 @_scatter_reduce.defvjp
 def _scatter_reduce_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_shape):
-    def gather_(t):
-        return _gather_like(t, idx, dim, in_shape)
-
-    def scatter_(t, s, r=None, inc=True):
-        return _scatter_like(t, idx, s, dim, in_shape, r, inc)
-
-    if reduce == "prod":  # PyTorch's exclusive products: exact when a single factor is 0
-        x1 = masked_fill(x, x == 0, 1.0)
-        gx = g * scatter_(x1, src, "prod", include_self) / x1
-        src0 = src == 0
-        zeros = gather_(scatter_(full(in_shape, 0.0, dtype=g.dtype), cast(src0, g._value.dtype), "sum"))
-        single = src0 & (zeros == 1)
-        excl = scatter_(x, masked_fill(src, single, 1.0), "prod", include_self)
-        gsrc = where(single, gather_(g * excl), gather_(g * out) / masked_fill(src, src0, 1.0))
-        return gx if include_self else scatter_(gx, 0.0), None, gsrc
+    k = _TensorOps(idx, dim, in_shape)
+    gather_, scatter_ = k.gather, k.scatter
+    if reduce == "prod":  # PyTorch's exclusive products (the impl's JVP uses the same coefficients)
+        cx, cs = _scatter_prod_coefs(k, x, src, out, include_self)
+        return g * cx, None, gather_(g) * cs
     # amax / amin: the gradient is shared evenly by the values that tie for the result (as in
     # PyTorch, an equal self value counts as a tie even when include_self=False)
     hit_src = src == gather_(out)
@@ -707,6 +769,7 @@ def _as_1d(*ts):
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False, out=None) -> Tensor:
     """``out[i][j] = input[index[i][j]][j]`` for ``dim=0`` (and likewise for other dims)."""
     d = _check_gather_args("gather", input, dim, index)
+    check_out(out, input, index, name="gather", dtype=input.dtype)
     scalar = input._value.ndim == 0
     x, i = _as_1d(input, index)
     r = apply(_gather, x, i, dim=d, in_shape=_shape(x))
@@ -855,6 +918,7 @@ def masked_select(input: Tensor, mask: Tensor, *, out=None) -> Tensor:
     """The elements of ``input`` where ``mask`` is True (both broadcast), as a 1-D tensor."""
     if mask._value.dtype != np.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
+    check_out(out, input, mask, name="masked_select")
     x, m = _broadcast_pair(input, mask)
     return with_out(x[m], out)
 

@@ -17,7 +17,7 @@ from .. import _dtype
 from .._tensor import Tensor, _wrap_dim, method
 from .convert import clone
 from .creation import zeros
-from .elementwise import export, with_out
+from .elementwise import check_out, export, with_out
 from .index import _FULL, _slice, narrow
 from .reduce import norm_dims
 from .reduce import sum as _sum
@@ -103,10 +103,13 @@ def cat(tensors, dim: int = 0, *, axis: int | None = None, out=None) -> Tensor:
     >>> dynajax.cat([dynajax.ones(2, 3), dynajax.zeros(1, 3)]).shape
     dynajax.Size([3, 3])
     """
+    if isinstance(tensors, Tensor):
+        raise TypeError("cat(): argument 'tensors' (position 1) must be tuple of Tensors, not Tensor")
     tensors = list(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     d, used = _check_cat(tensors, dim if axis is None else axis)
+    check_out(out, *tensors, name="cat")
     dtype = tensors[0]._value.dtype
     for x in tensors[1:]:
         dtype = _dtype.promote_types(dtype, x._value.dtype)
@@ -344,6 +347,8 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
     if (not dims and len(shifts) != 1) or (dims and len(shifts) != len(dims)):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
     nd = input._value.ndim
+    if nd == 0 and dims:
+        raise IndexError(f"Dimension specified as {int(dims[0])} but tensor has no dimensions")
     dims = tuple(_wrap_dim(int(d), nd) for d in dims)
     if nd == 0:
         return clone(input)

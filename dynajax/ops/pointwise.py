@@ -274,6 +274,7 @@ def heaviside(input: Tensor, values: Tensor) -> Tensor:
 def rsub(input: Tensor, other, alpha=1) -> Tensor:
     """``other - alpha * input``."""
     from .elementwise import sub
+    tensor_args("rsub", input=(1, input))
     return sub(other, input, alpha=alpha)
 
 

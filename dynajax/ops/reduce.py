@@ -83,7 +83,10 @@ def sum_to_shape(x: Tensor, shape) -> Tensor:
 def sum_to_size(self: Tensor, *size) -> Tensor:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    return sum_to_shape(self, tuple(size))
+    size, shape = tuple(int(n) for n in size), tuple(self._value.shape)
+    if len(size) > len(shape) or builtins.any(n not in (m, 1) for n, m in zip(size[::-1], shape[::-1])):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
+    return sum_to_shape(self, size)
 
 
 # ---------------------------------------------------------------- sum / mean
@@ -334,9 +337,12 @@ def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, out=None):
     check_out(out, input, name="aminmax", dtype=input.dtype)
     shape = tuple(input._value.shape)
     dims = norm_dims(dim, len(shape))
-    if (math.prod(shape) == 0) if dims is None else builtins.any(shape[d] == 0 for d in dims):
+    if dims is None and math.prod(shape) == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation "
                            "has no identity.")
+    for d in dims or ():
+        if shape[d] == 0:
+            raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
     r = (amin(input, dim if dim is not None else (), keepdim), amax(input, dim if dim is not None else (), keepdim))
     if out is not None:
         r = tuple(with_out(x, o, "aminmax") for x, o in zip(r, out))

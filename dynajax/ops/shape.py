@@ -259,6 +259,12 @@ def movedim(input: Tensor, source, destination) -> Tensor:
     n = input._value.ndim
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) should contain the "
+                           f"same number of dims as destination ({dst} dims)")
+    for name, given in (("source", src), ("destination", dst)):
+        if len({_wrap_dim(d, n) for d in given}) != len(given):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({given})")
     src = [_wrap_dim(s, n) for s in src]
     dst = [_wrap_dim(d, n) for d in dst]
     order = [i for i in range(n) if i not in src]
@@ -357,7 +363,18 @@ for _view in ("alias", "diagonal", "expand", "narrow", "permute", "split_with_si
               "unbind", "unfold", "unsqueeze", "view"):
     globals()[f"{_view}_copy"] = _copying(_view)
     __all__.append(f"{_view}_copy")
-method("narrow_copy")(narrow_copy)  # noqa: F821 (made just above)
+_narrow_copy = narrow_copy  # noqa: F821 (made just above)
+
+
+def narrow_copy(input: Tensor, dim: int, start, length: int) -> Tensor:
+    """``input.narrow(...)`` as a copy, as ``torch.narrow_copy`` (whose check of a too large dim raises
+    RuntimeError, not narrow's IndexError)."""
+    if isinstance(dim, int) and dim >= input._value.ndim > 0:
+        raise RuntimeError("Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, but got false.")
+    return _narrow_copy(input, dim, start, length)
+
+
+method("narrow_copy")(narrow_copy)
 
 
 def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:

@@ -102,9 +102,9 @@ zeta = binary("special_zeta", jss.zeta, (_no_derivative("zeta"), lambda g, out, 
               "float",
               method_name="zeta", numbers="either")
 gammainc = binary("special_gammainc", jss.gammainc, (_no_derivative("igamma: input"), _igamma_x(1.0)), "float",
-                  method_name="gammainc")
+                  method_name="gammainc", numbers="none")
 gammaincc = binary("special_gammaincc", jss.gammaincc, (_no_derivative("igammac: input"), _igamma_x(-1.0)),
-                   "float", method_name="gammaincc")
+                   "float", method_name="gammaincc", numbers="none")
 
 
 @method()

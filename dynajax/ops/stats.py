@@ -204,6 +204,8 @@ def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
 def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
     """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm ``maxnorm``."""
     from .reduce import vector_norm
+    if input._value.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input._value.ndim} dimensions")
     if p < 0:
         raise RuntimeError(f"renorm: non-positive-norm not supported")
     if maxnorm < 0:
@@ -253,8 +255,22 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
 def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
     """The covariance of the variables in ``input``'s rows (observations in columns), as ``torch.cov``."""
     if input._value.ndim > 2:
-        raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an input with "
-                         f"{input._value.ndim} dimensions")
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input._value.ndim} dimensions")
+    n_obs = input.shape[-1] if input._value.ndim else 1
+    for name, w, kind, ok in (("fweights", fweights, "integral", lambda d: d.np.kind in "iu"),
+                              ("aweights", aweights, "floating point", lambda d: d.is_floating_point)):
+        if w is None:
+            continue
+        if w._value.ndim > 1:
+            raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
+                               f"{w._value.ndim} dimensions")
+        if not ok(w.dtype):
+            raise RuntimeError(f"cov(): expected {name} to have {kind} dtype but got {name} with "
+                               f"{w.dtype.legacy_name} dtype")
+        if w.numel() != n_obs:
+            raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations in the "
+                               f"input but got {w.numel()} != {n_obs}")
     x = input if input._value.ndim == 2 else input.reshape(1, -1)
     if not (x.is_floating_point() or x.is_complex()):
         x = x.to(_dtype.from_np(_dtype.default_float_np()))
