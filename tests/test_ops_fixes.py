@@ -185,7 +185,7 @@ import dynajax as dj
 def run(compiled):
     dj.manual_seed(0)
     model = dj.nn.Linear(3, 1)
-    opt = dj.optim.LBFGS(model.parameters(), lr=0.5, max_iter=5, line_search_fn="strong_wolfe")
+    opt = dj.optim.LBFGS(model.parameters(), lr=0.5, max_iter=3, line_search_fn="strong_wolfe")
     x, y = dj.randn(8, 3), dj.randn(8, 1)
 
     def step(x, y):
