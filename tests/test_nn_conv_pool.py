@@ -301,3 +301,20 @@ def test_three_d_padding_layers(name):
     from dynajax.nn.modules import padding
     pads = (1, 2, 0, 1, 2, -1)
     _assert_both(getattr(padding, name)(pads), getattr(torch.nn, name)(pads), _rand(2, 3, 4, 5, 3))
+
+
+@pytest.mark.parametrize("name,size", [("adaptive_max_pool1d", 0), ("adaptive_avg_pool1d", 0),
+                                       ("adaptive_max_pool2d", (0, 4)), ("adaptive_avg_pool2d", (3, 0)),
+                                       ("adaptive_avg_pool3d", (0, 2, 2)), ("adaptive_max_pool3d", (2, 0, 2))])
+def test_adaptive_pool_to_zero_bins_is_empty_as_torch(name, size):
+    """An output size of 0 gives PyTorch's empty result (it crashed inside JAX), still requiring grad."""
+    nd = int(name[-2])
+    x = np.random.default_rng(0).standard_normal((2, 3) + (5,) * nd).astype(np.float32)
+    want = getattr(torch.nn.functional, name)(torch.tensor(x, requires_grad=True), size)
+    got = getattr(F, name)(dj.tensor(x, requires_grad=True), size)
+    assert tuple(got.shape) == tuple(want.shape) and got.requires_grad == want.requires_grad
+    assert got.dtype == dj.float32
+    if "max" in name:
+        idx = getattr(F, name)(dj.tensor(x), size, return_indices=True)[1]
+        t_idx = getattr(torch.nn.functional, name)(torch.tensor(x), size, return_indices=True)[1]
+        assert tuple(idx.shape) == tuple(t_idx.shape) and idx.dtype == dj.int64

@@ -427,8 +427,16 @@ def _adaptive_sizes(input, output_size, nd: int, kind: str) -> tuple:
     return sizes
 
 
+def _no_bins(input, sizes) -> Tensor:
+    """An adaptive pool's empty result (some output size 0): the input's batch dims and ``sizes``, still a
+    function of ``input`` (zero gradient), as PyTorch returns it."""
+    return input.narrow(-1, 0, 0).reshape(tuple(input.shape[:-len(sizes)]) + tuple(sizes))
+
+
 def _adaptive_avg(input, output_size, nd):
     sizes = _adaptive_sizes(input, output_size, nd, "avg")
+    if 0 in sizes:
+        return _no_bins(input, sizes)
     specs = tuple(("adaptive", n, m) for n, m in zip(input.shape[-nd:], sizes))
     return apply(_ops.resample, input, specs=specs)
 
@@ -450,6 +458,10 @@ def adaptive_avg_pool3d(input, output_size) -> Tensor:
 
 def _adaptive_max(input, output_size, nd, return_indices=False):
     sizes = _adaptive_sizes(input, output_size, nd, "max")
+    if 0 in sizes:
+        from ..ops.creation import zeros
+        out = _no_bins(input, sizes)
+        return (out, zeros(out.shape, dtype=_dtype.int64)) if return_indices else out
     out = apply(_ops.adaptive_max_pool, input, out_sizes=sizes)
     return (out, apply(_ops.adaptive_max_pool_indices, input, out_sizes=sizes)) if return_indices else out
 
