@@ -15,6 +15,6 @@ def main(title: str, target: float, default_steps: int, batches, run_torch, run_
     td, st = run_dynajax(data)
     print(f"{title}, {a.steps} steps (first run, compiles included)")
     print(f"  PyTorch eager            {tt:7.2f} s")
-    print(f"  dynajax.compile(step)    {td:7.2f} s   ratio {td / tt:.2f}x (target <= {target}x)   "
+    print(f"  dynajax compiled         {td:7.2f} s   ratio {td / tt:.2f}x (target <= {target}x)   "
           f"{st.compiles} compiles, {st.compile_time:.1f} s compiling, {st.bucket_reuses} calls in a larger "
           f"bucket, dynamic {st.dynamic_dims}, padding stopped: {st.padding_stopped}")

@@ -48,7 +48,8 @@ def measure(w, steps: int, rounds: int) -> dict:
             "ratio": statistics.median(ratios), "piped_ratio": statistics.median(piped_ratios)}
 
 
-def run(steps: int = 5, rounds: int = 100, only=None) -> list[dict]:
+def pairs(steps: int = 5, rounds: int = 100, only=None) -> list:
+    """(workload, measure's result) per workload; a program for run_all (its output is kept verbatim)."""
     rows = []
     for w in WORKLOADS:
         if w.key not in (only or KEYS):
@@ -67,7 +68,7 @@ def main() -> None:
     print(f"JAX on {jax.devices()[0].device_kind} ({jax.default_backend()}); {a.rounds} pairs: one waited step "
           f"and {a.steps} back-to-back steps of each build, alternating; medians (ms/step), ratio within pairs\n")
     print(f"{'workload':48s}{'checked':>9s}{'unchecked':>10s}{'ratio':>7s}   back to back: checked, unchecked, ratio")
-    for w, r in run(a.steps, a.rounds, a.only):
+    for w, r in pairs(a.steps, a.rounds, a.only):
         on, off = r["ms"][True], r["ms"][False]
         pon, poff = r["piped"][True], r["piped"][False]
         print(f"{w.title[:46]:48s}{on:9.3f}{off:10.3f}{r['ratio']:7.3f}   {pon:.3f}, {poff:.3f}, {r['piped_ratio']:.3f}"

@@ -45,7 +45,7 @@ _CONTENDERS = [(re.compile(r"^dynajax compiled\b"), "dynajax_compiled"),
                (re.compile(r"^dynajax eager\b"), "dynajax_eager"),
                (re.compile(r"^(hand-written )?jax(\.jit)?\b", re.I), "jax"),
                (re.compile(r"^(PyTorch|torch) eager\b"), "torch")]
-_TIME = re.compile(r"\s{2,}(\d+(?:\.\d+)?)")
+_TIME = re.compile(r"\s{2,}(\d+(?:\.\d+)?)(?:\s*(s|ms|us)\b)?")   # a time, and its unit where printed
 
 
 def benchmarks() -> list[str]:
@@ -178,7 +178,7 @@ def parse_table(text: str) -> list[dict]:
         t = _TIME.search(line)
         if key and t:
             if row is None:
-                row = {"workload": (title or "?").split(";")[0].strip(), "unit": "ms/step"}
+                row = {"workload": (title or "?").split(";")[0].strip(), "unit": t.group(2) or "ms/step"}
                 rows.append(row)
             row.setdefault(key, float(t.group(1)))
         else:
