@@ -324,13 +324,8 @@ def write_back(e: _Entry, vals: list, outs, args, kwargs) -> dict:
     step made a new grad tensor. Returns those grads by output position: a grad the step also returns is that
     same tensor (``result``), as eager's is."""
     before = [(obj, obj._grad) for obj, _, _ in e.grads] if e.checks is not None else None
-    for t, out, i in e.writes:   # (``_write``, inlined: the loop runs for every state tensor of every call)
-        t._value = outs[i] if out else vals[i]
-        if t._base is None:
-            t._vc[0] += 1
-        if t.grad_fn is not None:
-            t.grad_fn = None
-            t._rg = False
+    for obj, out, i in e.writes:
+        _write(obj, outs[i] if out else vals[i])
     if e.args:
         leaves = tensor_leaves(args, kwargs)
         for k, out, i in e.args:

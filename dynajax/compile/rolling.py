@@ -158,8 +158,8 @@ def _verify(eqns, prod, last_use, live_out, s, p, k):
             if any(t is None or t[0] != at[0] or t[2] != at[2] for t in ts):
                 return None
             if any(t[1] != at[1] for t in ts):   # (its position: read after its inputs)
-                fn = _at if fn is _index_impl else _at_backward
-                params = {"axis": at[0], "in_shape": at[2]}
+                fn, params = (_at, {"axis": at[0]}) if fn is _index_impl else (_at_backward,
+                                                                              {"axis": at[0], "in_shape": at[2]})
                 positions.append(tuple(t[1] for t in ts))
                 at = len(positions) - 1
             else:
@@ -397,7 +397,7 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups):
     return tuple(final) + tuple(stacked)
 
 
-def _at(x, t, *, axis, in_shape):
+def _at(x, t, *, axis):
     """``x[:, ..., t]`` at a traced position ``t`` (a rolled loop's ``x[:, t]``)."""
     return jax.lax.dynamic_index_in_dim(x, t, axis, keepdims=False)
 
