@@ -481,12 +481,10 @@ def test_a_replayed_loop_backward_follows_what_changes_between_calls():
                 np.testing.assert_allclose(q.grad.numpy(), g, rtol=1e-4, atol=1e-6, err_msg=f"call {i}")
 
 
-@pytest.mark.xfail(strict=True, reason="since exact padding (compile/padding.py) the masks built from each call's "
-                   "true sizes are new executable inputs the speculative run does not find again: no call "
-                   "speculates (a regression of speculate=True with dynamic=, to fix)")
 def test_a_bucketed_step_speculates_across_lengths_of_one_bucket():
     """Each call pads new argument tensors; the speculative run finds them by their place among the
-    arguments, so lengths in one bucket keep their runs, and every call's loss and grads are PyTorch's."""
+    arguments, and the masks of the call's true sizes through their recipes (``padding.SizeMask``), so
+    lengths in one bucket keep their runs, and every call's loss and grads are PyTorch's."""
     compiled = _bucketed_gru_lm_matches_torch((9, 12, 16, 10, 11, 14), seed=1, speculate=True)
     st = compiled.stats
     assert st.compiles == 1 and st.speculated == 4 and st.speculation_misses == 0

@@ -131,8 +131,9 @@ class Compiled:
                              f"checks (an int >= 2), got {replay!r}")
         if replay:
             self._replayer = _replay.Replayer(replay, cache_size)
-        elif (_guards.ENABLED and not verify and self.layout is None and speculate is not True
-              and not isinstance(self, _Bucketed)):   # (speculate=True asks for every call recorded, overlapped)
+        elif _guards.ENABLED and not verify and self.layout is None and speculate is not True:
+            # (speculate=True asks for every call recorded, overlapped; padded calls replay too, their masks
+            # made for each call's true sizes by ``compile.padding.SizeMask``)
             # the default mode: calls whose Python can only repeat the recording skip it (``compile.guards``)
             self._replayer = _replay.Replayer(_guards.GUARD_CHECK_EVERY, cache_size, guarded=True)
         else:

@@ -26,18 +26,16 @@ one, else mask it in the step, or sum and divide by the true count).
 from __future__ import annotations
 
 import collections
-import functools
 import inspect
 import statistics
-import threading
 import time
 
 import jax
 import numpy as np
 
 from .._tensor import Tensor, _make
+from . import padding
 
-_state = threading.local()
 
 
 def bucket(n: int, sizes) -> int:
@@ -124,10 +122,9 @@ def declared(sig, spec: dict, args: tuple, kwargs: dict, avoid=frozenset()):
 def pad_call(bound, dims_of: list, sizes: tuple, pad: dict | None = None):
     """Arguments with each declared dim padded to its entry of ``sizes``, and {padded size: true size}
     (a :class:`Grown`, which also remembers the padded copies for :func:`unpad` to write back, and in
-    ``padded`` each declared argument with its mask for ``compile.padding``). The padding repeats the real
+    ``padded`` each declared argument with its padded dims, for ``compile.padding``'s masks). The padding repeats the real
     data (numpy's ``wrap``): padded positions hold real values, finite and in range (``pad`` is ignored:
     ``compile.padding`` keeps padded positions out of every result)."""
-    from . import padding
     grown = Grown()
     widths: dict = {}
     for ((name, d), n, _), b in zip(dims_of, sizes):
@@ -149,7 +146,7 @@ def pad_call(bound, dims_of: list, sizes: tuple, pad: dict | None = None):
         grown.copies.append((given, bound.arguments[name], bound.arguments[name]._version))
     for name, grow in widths.items():   # (an argument at its bucket's size exactly has a mask too: one graph)
         t = bound.arguments[name]
-        grown.padded.append((t, padding.mask_of_arg(tuple(t.shape), {d: n for d, (n, _) in grow.items()})))
+        grown.padded.append((t, tuple(grow)))
     return bound.args, bound.kwargs, grown
 
 
@@ -244,40 +241,13 @@ def _work(sizes: tuple, true: list) -> int:
 def sequence_mask(length: int):
     """While a bucketed step runs: a (length, 1, 1) bool tensor, True at the real steps of a sequence
     padded to ``length``; None when ``length`` is no padded size of this call."""
-    arr = mask_array(length)
-    if arr is None:
-        return None
-    t = _make(arr)
-    t._remake = functools.partial(mask_array, length)   # where a speculative run finds this call's mask
-    return t
+    recipe = padding.SizeMask((length, 1, 1), (0,))
+    return None if recipe() is None else recipe.tensor()
 
 
 def mask_array(length: int):
     """The array of :func:`sequence_mask` for the current call (None: ``length`` is not padded)."""
-    grown = getattr(_state, "grown", None)
-    n = grown.get(length) if grown else None
-    return None if n is None else _mask(length, n)
-
-
-@functools.lru_cache(maxsize=256)
-def _mask(length: int, n: int):
-    """The (length, 1, 1) mask's array, made once per (padded, true) length: no transfer per call."""
-    return jax.device_put((np.arange(length) < n).reshape(length, 1, 1))
-
-
-class active:
-    """Context: the padded sizes of the current call, seen by :func:`sequence_mask`."""
-
-    def __init__(self, grown: dict) -> None:
-        self.grown = grown
-
-    def __enter__(self):
-        self.prev = getattr(_state, "grown", None)
-        _state.grown = self.grown
-        return self
-
-    def __exit__(self, *exc) -> None:
-        _state.grown = self.prev
+    return padding.SizeMask((length, 1, 1), (0,))()
 
 
 def unpad(result, grown: dict):
@@ -361,19 +331,18 @@ class Padder:
 
     def call(self, compiled, args, kwargs):
         """Run ``compiled._call`` on this call padded; at its true shapes where padding stops."""
-        from . import padding
         st = compiled.stats
         sig = self.sig or inspect.signature(self.fn)
         bound, dims_of = declared(sig, self.spec, args, kwargs, self.avoid)
         sizes = self.sizes.choose(dims_of, st.compile_time / st.compiles if st.compiles else 0.0)
         pargs, pkwargs, grown = pad_call(bound, dims_of, sizes)
         hits, compiles, nreasons = st.cache_hits, st.compiles, len(st.recompile_reasons)
-        rp, compiled._replayer = compiled._replayer, None   # (replay's guards know nothing of the padding)
+        # (a call of a bucket that replays runs without its Python: its masks come from the recipes of the
+        # recording's, ``padding.SizeMask``, made for this call's true sizes)
         try:
-            with active(grown), padding.call(grown.padded, dict(grown)) as pc:
+            with padding.call(grown.padded, dict(grown)) as pc:
                 result = compiled._call(pargs, pkwargs)
         except padding.Unpaddable as e:
-            compiled._replayer = rp
             pd = getattr(pc, "padding", None)
             new = (pd.other_sizes() if pd is not None else set()) - self.avoid - {n for _, n, _ in dims_of}
             if new & set(sizes):   # a padded size met a size of the step's own (a hidden size): other buckets
@@ -381,8 +350,6 @@ class Padder:
                 return self.call(compiled, args, kwargs)
             self.stop(compiled, e)
             return compiled._call(args, kwargs)
-        finally:
-            compiled._replayer = rp
         if getattr(pc, "padding", None) is not None:
             self.avoid |= pc.padding.other_sizes() - {n for _, n, _ in dims_of}
         self.sizes.done(dims_of, sizes, st.compiles > compiles)

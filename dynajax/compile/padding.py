@@ -59,19 +59,25 @@ class Unpaddable(BaseException):
 
 # ---------------------------------------------------------------- the call being padded
 class call:
-    """Context: the call about to be recorded pads ``padded`` [(tensor, mask ndarray)] with padded sizes
+    """Context: the call about to be recorded pads ``padded`` [(tensor, its padded dims)] with padded sizes
     ``sizes`` {padded size: true size}; :func:`start` (a Capture entering) picks it up."""
 
     def __init__(self, padded: list, sizes: dict) -> None:
         self.padded, self.sizes = padded, sizes
 
     def __enter__(self):
-        self.prev = getattr(_state, "call", None)
+        self.prev = getattr(_state, "call", None), getattr(_state, "sizes", None)
         _state.call = self
+        _state.sizes = self.sizes   # (kept while the call runs: :class:`SizeMask` reads it)
         return self
 
     def __exit__(self, *exc) -> None:
-        _state.call = self.prev
+        _state.call, _state.sizes = self.prev
+
+
+def current_sizes() -> dict | None:
+    """{padded size: true size} of the padded call running on this thread (None: no padded call)."""
+    return getattr(_state, "sizes", None)
 
 
 def start(cap):
@@ -101,6 +107,46 @@ def mask_of_arg(shape: tuple, grow: dict):
     return _mask_array(mshape, tuple(grow.get(d) for d in range(len(shape))))
 
 
+class SizeMask:
+    """The recipe of a mask tensor (its ``_remake``): the mask of a value of ``shape`` padded along ``dims``
+    for the padded call running now, from that call's true sizes (:func:`current_sizes`). A replayed or
+    speculative call finds its own masks through it (``compile.speculate.sources``), so the calls of one
+    bucket share an executable without being recorded; two recordings' recipes are equal when they make the
+    same mask of any call (``compile.replay`` compares them)."""
+
+    __slots__ = ("mshape", "dims")
+    per_call = True   # (its array differs between calls: replay asks the recipe again, it is no constant)
+
+    def __init__(self, shape: tuple, dims) -> None:
+        self.dims = tuple(sorted(dims))
+        self.mshape = tuple(s if d in self.dims else 1 for d, s in enumerate(shape))
+
+    def __call__(self):
+        """The mask array of the current call; None where no padded call runs or a dim is not padded in it."""
+        sizes = current_sizes()
+        if sizes is None:
+            return None
+        trues = [None] * len(self.mshape)
+        for d in self.dims:
+            n = sizes.get(self.mshape[d])
+            if n is None:
+                return None
+            trues[d] = n
+        return _mask_array(self.mshape, tuple(trues))
+
+    def tensor(self):
+        """A tensor of this call's mask that knows its recipe."""
+        t = _make(self())
+        t._remake = self
+        return t
+
+    def __eq__(self, other) -> bool:
+        return type(other) is SizeMask and other.mshape == self.mshape and other.dims == self.dims
+
+    def __hash__(self) -> int:
+        return hash((self.mshape, self.dims))
+
+
 class Padding:
     """The masks of one padded recording (see the module docstring); installed as the first step of
     ``Capture.hook``."""
@@ -121,9 +167,9 @@ class Padding:
         # through ops and be stacked back into a padded dim; reduced to a result, returned, or
         # differentiated from, they would let padding into a real value, so those stop padding
         self.flagged: set = set()
-        for t, marr in c.padded:
+        for t, dims in c.padded:
             v = t._value if type(t._value) is Sym else cap._adopt(t)
-            self.masks[v.idx] = _make(marr)
+            self.masks[v.idx] = SizeMask(tuple(t.shape), dims).tensor()
             self.padded_vars.add(v.idx)
             self.args.add(id(t))
         self._engine = engine
@@ -600,9 +646,8 @@ def _created(padded):
     def rule(pd, op, args, params, masks):
         out = _run(op, args, params)
         shape = tuple(out.shape)
-        grow = {d: pd.sizes[shape[d]] for d in padded}
         pd.created.update(shape[d] for d in padded)
-        return out, [_make(mask_of_arg(shape, grow))]
+        return out, [SizeMask(shape, padded).tensor()]
     return rule
 
 

@@ -201,7 +201,8 @@ def sources(cap, args, kwargs, constants: bool = False):
     ``fn()`` makes for the call (a tensor the step made with a ``_remake`` recipe: a bucketed call's
     sequence mask, small data the step made a tensor of). None if some input has no such source (a raw
     array, an array the step made otherwise); with ``constants``, ("c", array) for those and for the
-    recipes' arrays: the same array again. An input first read through another tensor the step made (an
+    recipes' arrays: the same array again, but for recipes whose array is the call's own (``per_call``: a
+    padded call's masks, ``compile.padding.SizeMask``). An input first read through another tensor the step made (an
     in-place op's temporary alias) is found through a tensor that existed before the step, or one made
     with a recipe, that held that array."""
     pos = {id(t): i for i, t in enumerate(tensor_leaves(args, kwargs))}
@@ -212,7 +213,9 @@ def sources(cap, args, kwargs, constants: bool = False):
             if owners is None:   # id(array) -> a tensor from before the step (or made with a recipe) holding it
                 owners = {}
                 for t, arr, _, _ in cap.adopted:
-                    if id(t) not in cap.born_ids or (not constants and getattr(t, "_remake", None) is not None):
+                    remake = getattr(t, "_remake", None)
+                    if id(t) not in cap.born_ids or (remake is not None
+                                                     and (not constants or getattr(remake, "per_call", False))):
                         owners.setdefault(id(arr), t)
             if constants or getattr(obj, "_remake", None) is None:
                 obj = owners.get(id(cap.inputs[k]))
