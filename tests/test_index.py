@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynajax as dj
-from helpers import assert_close, compare, to_np
+from helpers import assert_close, compare, same, to_np
 
 torch = pytest.importorskip("torch")
 
@@ -455,3 +455,50 @@ def test_linear_index_ops_do_not_save_their_inputs():
         grads.append((x.grad, s.grad))
     assert_close(grads[0][0], grads[1][0])
     assert_close(grads[0][1], grads[1][1])
+
+
+# ---------------------------------------------------------------- 0-d index_* ops, negative take_along_dim indices
+# Regression tests of issue 37's fixes, each side by side with PyTorch (and the tape with jax.vjp of the
+# lowered graph where a gradient was wrong): duplicate indices in index_fill's value gradient, and ops that refused
+# what PyTorch computes (0-d index_* ops, negative take_along_dim indices), and PyTorch's errors next to them.
+def test_index_fill_value_gradient_counts_each_slice_once():
+    x = np.random.default_rng(0).standard_normal((3, 5))
+    idx = [1, 1, 3, 1]   # a repeated index
+    compare(lambda x, v: x.index_fill(1, dj.tensor(idx), v), lambda x, v: x.index_fill(1, torch.tensor(idx), v),
+            x, np.array(0.7))
+    dj.testing.check_grads(lambda x, v: x.index_fill(1, dj.tensor(idx), v), [x, np.array(0.7)])
+
+
+INDEX_0D_AND_NEGATIVE = {
+    "index_add 0-d": lambda L: L.tensor(1.0).index_add(0, L.tensor([0]), L.tensor(2.0), alpha=3),
+    "index_add 0-d 0-d index": lambda L: L.tensor(1.0).index_add(-1, L.tensor(0), L.tensor(2.0)),
+    "index_add 0-d source shape": lambda L: L.tensor(1.0).index_add(0, L.tensor([0, 0]), L.tensor([2.0, 3])),
+    "index_add 0-d bad index": lambda L: L.tensor(1.0).index_add(0, L.tensor([1]), L.tensor(2.0)),
+    "index_add 0-d bad dim": lambda L: L.tensor(1.0).index_add(1, L.tensor([0]), L.tensor(2.0)),
+    "index_copy 0-d": lambda L: L.tensor(1.0).index_copy(0, L.tensor([0]), L.tensor(2.0)),
+    "index_copy 0-d vector source": lambda L: L.tensor(1.0).index_copy(0, L.tensor([0]), L.tensor([2.0])),
+    "index_copy 0-d two indices": lambda L: L.tensor(1.0).index_copy(0, L.tensor([0, 0]), L.tensor(2.0)),
+    "index_copy 0-d bad index": lambda L: L.tensor(1.0).index_copy(0, L.tensor([1]), L.tensor(2.0)),
+    "index_fill 0-d": lambda L: L.tensor(1.0).index_fill(0, L.tensor([0, 0]), 2.0),
+    "index_fill 0-d tensor value": lambda L: L.tensor(1.0).index_fill(-1, L.tensor(0), L.tensor(2.0)),
+    "index_fill 0-d bad index": lambda L: L.tensor(1.0).index_fill(0, L.tensor([1]), 2.0),
+    "index_fill_ 0-d": lambda L: L.tensor([5.0])[0].index_fill_(0, L.tensor([0]), 2.0),
+    "take_along_dim negative": lambda L: L.take_along_dim(L.arange(6.0).reshape(2, 3), L.tensor([[-1], [0]]), 1),
+    "take_along_dim negative dim 0": lambda L: L.take_along_dim(L.arange(6.0).reshape(2, 3),
+                                                                L.tensor([[-2, 1, 0]]), 0),
+    "take_along_dim flat negative": lambda L: L.take_along_dim(L.arange(6.0).reshape(2, 3), L.tensor([-1])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INDEX_0D_AND_NEGATIVE))
+def test_0d_index_ops_and_negative_take_along_dim_like_torch(case):
+    same(INDEX_0D_AND_NEGATIVE[case])
+
+
+def test_zero_d_index_ops_gradients_like_torch():
+    compare(lambda x, s: x.index_add(0, dj.tensor([0]), s, alpha=3), lambda x, s: x.index_add(0, torch.tensor([0]), s,
+            alpha=3), np.array(1.0), np.array(2.0))
+    compare(lambda x, s: x.index_copy(0, dj.tensor([0]), s), lambda x, s: x.index_copy(0, torch.tensor([0]), s),
+            np.array(1.0), np.array(2.0))
+    compare(lambda x: dj.take_along_dim(x, dj.tensor([[-1, 0]]), 1), lambda x: torch.take_along_dim(
+        x, torch.tensor([[-1, 0]]), 1), np.random.default_rng(0).standard_normal((2, 3)))

@@ -4,12 +4,13 @@ import itertools
 import math
 import warnings
 
+import jax
 import numpy as np
 import pytest
 import torch
 
 import dynajax as dj
-from helpers import compare, gradcheck
+from helpers import compare, gradcheck, same
 from test_reduce import raises_like_torch
 
 rng = np.random.default_rng(1)
@@ -523,3 +524,69 @@ def test_singular_check_only_runs_eagerly():
     assert not np.isfinite(out.numpy()).all()
     with pytest.raises(dj.linalg.LinAlgError):
         dj.linalg.inv(dj.zeros(2, 2))
+
+
+# ---------------------------------------------------------------- norms at zero, nuclear norm, size-1 tensordot dims
+# Regression tests of issue 37's fixes, each side by side with PyTorch (and the tape with jax.vjp of the
+# lowered graph where a gradient was wrong): lowered norms at zero, and ops that refused what PyTorch computes
+# (norm(p='nuc'), size-1 tensordot dims), and PyTorch's errors next to them.
+def _lowered_grad(fn, x: np.ndarray, cot: np.ndarray) -> np.ndarray:
+    low = dj.lower(fn, dj.tensor(x))
+    return np.asarray(jax.grad(lambda a: (low.fn(a) * cot).sum())(x))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 0.5, math.inf, -math.inf])
+@pytest.mark.parametrize("x", [[0.0, 0.0, 0.0], [0.0, 1.0, -2.0]])
+@pytest.mark.parametrize("fn", ["vector_norm", "linalg.norm", "Tensor.norm"])
+def test_norm_gradients_at_zero(fn, x, p):
+    f = {"vector_norm": lambda L, a: L.linalg.vector_norm(a, p), "linalg.norm": lambda L, a: L.linalg.norm(a, p),
+         "Tensor.norm": lambda L, a: a.norm(p)}[fn]
+    x = np.array(x)
+    xt = torch.tensor(x, requires_grad=True)
+    f(torch, xt).backward()
+    xd = dj.tensor(x, requires_grad=True)
+    f(dj, xd).backward()
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), atol=1e-12)
+    np.testing.assert_allclose(_lowered_grad(lambda a: f(dj, a), x, np.array(1.0)), xt.grad.numpy(), atol=1e-12)
+
+
+NUCLEAR_NORM = {
+    "norm nuc": lambda L: round(L.norm(L.tensor([[1.0, 2, 3], [4, 5, 6]], dtype=L.float64), p="nuc").item(), 10),
+    "norm nuc dim keepdim": lambda L: np.round(L.norm(L.arange(24.0, dtype=L.float64).reshape(2, 3, 4).sin(),
+                                                      p="nuc", dim=(0, 2), keepdim=True).tolist(), 10).tolist(),
+    "norm nuc 3-d": lambda L: L.norm(L.ones(2, 3, 4), p="nuc"),
+    "norm nuc int": lambda L: L.norm(L.ones(2, 3, dtype=L.int64), p="nuc", dim=(0, 1)),
+    "norm unknown order": lambda L: L.norm(L.ones(2, 3), p="foo"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NUCLEAR_NORM))
+def test_norm_nuc_like_torch(case):
+    same(NUCLEAR_NORM[case])
+
+
+def test_nuclear_norm_gradients_like_torch():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4))
+    compare(lambda a: dj.norm(a, p="nuc", dim=(1, 2)), lambda a: torch.norm(a, p="nuc", dim=(1, 2)), x, double=True)
+    dj.testing.check_grads(lambda a: a.norm(p="nuc", dim=(0, 2)), [x])
+
+
+TENSORDOT_SIZE_ONE = {
+    "tensordot size-1 first": lambda L: L.tensordot(L.ones(2, 1), L.tensor([[1.0, 2], [3, 4], [5, 6]]),
+                                                    dims=([1], [0])),
+    "tensordot size-1 second": lambda L: L.tensordot(L.arange(6.0).reshape(2, 3), L.ones(1, 2), dims=([1], [0])),
+    "tensordot size-1 dims=1": lambda L: L.tensordot(L.arange(6.0).reshape(2, 3), L.ones(1, 4), dims=1),
+    "tensordot size-1 ints": lambda L: L.tensordot(L.ones(2, 1, dtype=L.int32), L.ones(3, 2, dtype=L.int32),
+                                                   dims=([1], [0])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TENSORDOT_SIZE_ONE))
+def test_tensordot_size_one_dims_like_torch(case):
+    same(TENSORDOT_SIZE_ONE[case])
+
+
+def test_tensordot_size_one_gradients_like_torch():
+    rng = np.random.default_rng(0)
+    compare(lambda a, b: dj.tensordot(a, b, dims=([1], [0])), lambda a, b: torch.tensordot(a, b, dims=([1], [0])),
+            rng.standard_normal((2, 1)), rng.standard_normal((3, 2)))

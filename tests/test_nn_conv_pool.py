@@ -3,12 +3,14 @@ antialiased interpolation, negative non-constant padding, and PyTorch's checks o
 larger than the input, a zero stride, an invalid output padding), which XLA would otherwise accept."""
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
+from helpers import compare, same
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -318,3 +320,47 @@ def test_adaptive_pool_to_zero_bins_is_empty_as_torch(name, size):
         idx = getattr(F, name)(dj.tensor(x), size, return_indices=True)[1]
         t_idx = getattr(torch.nn.functional, name)(torch.tensor(x), size, return_indices=True)[1]
         assert tuple(idx.shape) == tuple(t_idx.shape) and idx.dtype == dj.int64
+
+
+# ---------------------------------------------------------------- max_unpool, conv_transpose, fold/unfold of batch 0
+# Regression tests of issue 37's fixes, each side by side with PyTorch (and the tape with jax.vjp of the
+# lowered graph where a gradient was wrong): duplicate indices in max_unpool's lowered gradient, conv_transpose with
+# groups + dilation + output_padding, and batch-0 fold/unfold, which were refused where PyTorch computes them.
+def _lowered_grad(fn, x: np.ndarray, cot: np.ndarray) -> np.ndarray:
+    low = dj.lower(fn, dj.tensor(x))
+    return np.asarray(jax.grad(lambda a: (low.fn(a) * cot).sum())(x))
+
+
+def test_max_unpool_lowered_gradient_with_duplicate_indices():
+    x = np.arange(1.0, 5.0).reshape(1, 1, 2, 2)
+    idx = [[[[0, 0], [0, 5]]]]
+    cot = np.arange(16.0).reshape(1, 1, 4, 4) - 3
+    xt = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.max_unpool2d(xt, torch.tensor(idx), 2).backward(torch.tensor(cot))
+    xd = dj.tensor(x, requires_grad=True)
+    F.max_unpool2d(xd, dj.tensor(idx), 2).backward(dj.tensor(cot))
+    lowered = _lowered_grad(lambda a: F.max_unpool2d(a, dj.tensor(idx), 2), x, cot)
+    np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+    np.testing.assert_array_equal(lowered, xt.grad.numpy())
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("stride,padding", [(1, 0), (1, 1), (2, 1)])
+def test_conv_transpose_groups_dilation_output_padding(nd, stride, padding):
+    rng = np.random.default_rng(nd)
+    x, w = rng.standard_normal((1, 4) + (4,) * nd), rng.standard_normal((4, 3) + (3,) * nd)
+    kw = dict(groups=2, dilation=3, output_padding=2 if stride == 1 else 1, stride=stride, padding=padding)
+    name = f"conv_transpose{nd}d"
+    compare(lambda a, b: getattr(F, name)(a, b, **kw), lambda a, b: getattr(torch.nn.functional, name)(a, b, **kw),
+            x, w)
+
+
+FOLD_BATCH_0 = {
+    "unfold batch 0": lambda L: list(L.nn.functional.unfold(L.zeros(0, 2, 4, 4), 2).shape),
+    "fold batch 0": lambda L: list(L.nn.functional.fold(L.zeros(0, 8, 9), (4, 4), 2).shape),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLD_BATCH_0))
+def test_fold_unfold_batch_0_like_torch(case):
+    same(FOLD_BATCH_0[case])

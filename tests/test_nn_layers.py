@@ -1,4 +1,6 @@
 """Layers against torch.nn: same weights (state_dict round trip), same forward, same gradients."""
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -7,7 +9,7 @@ import torch
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
-from helpers import XLA_CPU_ONLY, assert_close, compare, gradcheck
+from helpers import XLA_CPU_ONLY, assert_close, compare, gradcheck, raises_like_torch, same
 
 RNG = np.random.default_rng(0)
 
@@ -456,3 +458,134 @@ def test_max_pool_indices_and_unpool(kw):
             lambda a: TF.max_unpool2d(a, it, output_size=(5, 6), **ukw), ot.numpy().astype(np.float64), double=True)
     check_module(nn.MaxUnpool2d(2), torch.nn.MaxUnpool2d(2), randn(1, 2, 2, 3), np.array(
         [[[[0, 3, 5], [12, 15, 17]], [[1, 2, 4], [13, 14, 16]]]]))
+
+
+# ---------------------------------------------------------------- rms_norm, embedding_bag
+# rms_norm / nn.RMSNorm and embedding_bag / nn.EmbeddingBag against PyTorch: values, dtypes, errors, gradients
+# in float64; the tape against jax.vjp of the lowered graph.
+RMS_BAG_RNG = np.random.default_rng(0)
+RMS_X = RMS_BAG_RNG.standard_normal((2, 3, 4))
+RMS_W4 = RMS_BAG_RNG.uniform(0.5, 2.0, 4)
+BAG_TABLE = RMS_BAG_RNG.standard_normal((10, 3))
+
+
+RMS = {
+    "last dim": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X, dtype=L.float32), (4,)),
+    "two dims weight eps": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X), [3, 4],
+                                                               L.ones(3, 4, dtype=L.float64) * 2, eps=0.1),
+    "half": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X, dtype=L.float16), (4,)),
+    "weight dtype": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X, dtype=L.float32), (4,),
+                                                        L.ones(4, dtype=L.float64)),
+    "shape": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X), (5,)),
+    "weight shape": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X), (4,), L.ones(3)),
+    "int shape": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X), 4),
+    "empty shape": lambda L: L.nn.functional.rms_norm(L.tensor(RMS_X), ()),
+    "module": lambda L: L.nn.RMSNorm(4, eps=1e-3)(L.tensor(RMS_X, dtype=L.float32)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
+@pytest.mark.parametrize("case", sorted(RMS))
+def test_rms_norm_like_torch(case):
+    expected, actual = (_rms_outcome(L, RMS[case]) for L in (torch, dj))
+    assert expected[0] == actual[0]
+    if expected[0] == "ok":
+        assert expected[2] == actual[2]
+        np.testing.assert_allclose(actual[1], expected[1], rtol=2e-3 if case == "half" else 1e-6, atol=1e-6)
+    else:
+        assert expected == actual
+
+
+def _rms_outcome(L, fn):
+    try:
+        r = fn(L)
+    except Exception as e:   # noqa: BLE001 -- compared
+        return type(e).__name__, str(e)
+    return "ok", np.asarray(r.detach().float().tolist()), str(r.dtype).split(".")[-1]
+
+
+def test_rms_norm_gradients():
+    compare(lambda x, w: dj.nn.functional.rms_norm(x, (4,), w), lambda x, w: torch.nn.functional.rms_norm(x, (4,), w),
+            RMS_X, RMS_W4, double=True)
+    dj.testing.check_grads(lambda x, w: dj.nn.functional.rms_norm(x, (3, 4), w.expand(3, 4)), [RMS_X, RMS_W4])
+
+
+# ---------------------------------------------------------------- embedding_bag
+def _bag(L, **kw):
+    return lambda w: L.nn.functional.embedding_bag(L.tensor([1, 2, 4, 5, 4, 3, 2, 9]), w, L.tensor([0, 3, 3, 6]),
+                                                   **kw)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_bag_like_torch(mode, padding_idx):
+    compare(_bag(dj, mode=mode, padding_idx=padding_idx), _bag(torch, mode=mode, padding_idx=padding_idx), BAG_TABLE)
+
+
+BAGS = {
+    "2-d input": lambda L: L.nn.functional.embedding_bag(L.tensor([[1, 2], [4, 5]]), L.tensor(BAG_TABLE)),
+    "per sample weights": lambda L: L.nn.functional.embedding_bag(
+        L.tensor([[1, 2], [4, 5]]), L.tensor(BAG_TABLE), mode="sum",
+        per_sample_weights=L.tensor([[1.0, 2], [3, 4]], dtype=L.float64)),
+    "per sample weights dtype": lambda L: L.nn.functional.embedding_bag(
+        L.tensor([[1, 2], [4, 5]]), L.tensor(BAG_TABLE), mode="sum", per_sample_weights=L.tensor([[1.0, 2], [3, 4]])),
+    "include last offset": lambda L: L.nn.functional.embedding_bag(
+        L.tensor([1, 2, 4, 5]), L.tensor(BAG_TABLE), L.tensor([0, 2, 2, 4]), include_last_offset=True, mode="max"),
+    "module": lambda L: L.nn.EmbeddingBag(10, 3, mode="sum", _weight=L.tensor(BAG_TABLE))(L.tensor([1, 2, 3]),
+                                                                                          L.tensor([0, 1])),
+    "no offsets": lambda L: L.nn.functional.embedding_bag(L.tensor([1, 2]), L.tensor(BAG_TABLE)),
+    "2-d with offsets": lambda L: L.nn.functional.embedding_bag(L.tensor([[1, 2]]), L.tensor(BAG_TABLE), L.tensor([0])),
+    "weights with mean": lambda L: L.nn.functional.embedding_bag(
+        L.tensor([1, 2]), L.tensor(BAG_TABLE), L.tensor([0]), per_sample_weights=L.ones(2, dtype=L.float64)),
+    "last offset": lambda L: L.nn.functional.embedding_bag(L.tensor([1, 2]), L.tensor(BAG_TABLE), L.tensor([0, 3])),
+    "mode": lambda L: L.nn.functional.embedding_bag(L.tensor([1, 2]), L.tensor(BAG_TABLE), L.tensor([0]), mode="foo"),
+    "float indices": lambda L: L.nn.functional.embedding_bag(L.tensor([1.0]), L.tensor(BAG_TABLE), L.tensor([0])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAGS))
+def test_embedding_bag_forms_like_torch(case):
+    same(lambda L: np.round(BAGS[case](L).tolist(), 12).tolist())
+
+
+def test_embedding_bag_first_offset_raises_like_torch():
+    raises_like_torch(lambda L: L.nn.functional.embedding_bag(L.tensor([1, 2]), L.tensor(BAG_TABLE), L.tensor([1])),
+                      RuntimeError, "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
+                      "from position 0. However, got 1")
+
+
+def test_embedding_bag_tape_matches_lowered():
+    for mode in ("sum", "mean", "max"):
+        dj.testing.check_grads(_bag(dj, mode=mode), [BAG_TABLE])
+
+
+# ---------------------------------------------------------------- normalize(p=0), dropout2d on inputs that are not 4-D
+# Regression tests of issue 37's fixes, side by side with PyTorch: normalize(p=0), which was refused where PyTorch
+# computes it, and dropout2d on inputs that are not 4-D.
+def test_normalize_p0_like_torch():
+    same(lambda L: L.nn.functional.normalize(L.tensor([[1.0, 0, 2], [0, 0, 0]]), p=0))
+
+
+def test_normalize_gradients_like_torch():
+    x = np.array([[0.0, 0, 0], [1, 2, 0], [-1, 0.5, 3]])
+    for p in (0, 1, 2, 3):
+        compare(lambda a: F.normalize(a, p=p), lambda a: torch.nn.functional.normalize(a, p=p), x)
+
+
+def test_dropout2d_masks_dims_0_and_1_like_torch_2_13():
+    # PyTorch 2.13 takes any input as (N, C, ...) and masks (N, C) together: a 2-D input's elements one by one,
+    # a 3-D one's (N, C) rows (warning that it assumes (N, C, L)); it warns for every input that is not 4-D
+    for L in (torch, dj):
+        with pytest.warns(UserWarning, match="Received a 2-D input to dropout2d"):
+            y = L.nn.functional.dropout2d(L.ones(8, 64), 0.5, training=True).numpy()
+        assert set(np.unique(y)) <= {0.0, 2.0}
+        assert any(0 < (row == 0).sum() < 64 for row in y), f"{L.__name__}: whole rows zeroed"
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            z = L.nn.Dropout2d(0.5)(L.ones(4, 16, 5)).numpy()
+        assert any("Received a 3D input to dropout2d" in str(w.message) for w in seen)
+        assert all(len(np.unique(z[n, c])) == 1 for n in range(4) for c in range(16))   # (N, C) rows whole
+        assert len(np.unique(z[:, :, 0])) == 2
+    raises = [pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions"), pytest.warns()]
+    with raises[0], raises[1]:
+        F.dropout2d(dj.ones(5), 0.5)

@@ -537,3 +537,41 @@ def test_named_parameters_groups_and_adamw_state_like_torch():
         out.append((sd["param_groups"][0]["param_names"], sd["param_groups"][1]["param_names"],
                     opt.param_groups[1]["lr"], str(e.value), w.param_groups[0]["decoupled_weight_decay"]))
     assert out[1] == out[0]
+
+
+# ---------------------------------------------------------------- LBFGS inside dynajax.compile
+_LBFGS_SCRIPT = """
+import numpy as np
+import dynajax as dj
+
+
+def run(compiled):
+    dj.manual_seed(0)
+    model = dj.nn.Linear(3, 1)
+    opt = dj.optim.LBFGS(model.parameters(), lr=0.5, max_iter=3, line_search_fn="strong_wolfe")
+    x, y = dj.randn(8, 3), dj.randn(8, 1)
+
+    def step(x, y):
+        def closure():
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            return loss
+        return opt.step(closure)
+    s = dj.compile(step) if compiled else step
+    return [float(s(x, y)) for _ in range(2)]
+
+
+np.testing.assert_allclose(run(True), run(False), rtol=1e-5)
+"""
+
+
+def test_lbfgs_step_compiles():
+    """An LBFGS step (its closure, line search and ``.item()`` reads) inside ``dynajax.compile`` gives eager's
+    losses. It runs in a process of its own: in two full-suite runs XLA:CPU crashed (SIGSEGV, then SIGABRT)
+    compiling this step after some thousands of earlier compiles in the same process, never alone; the
+    cause is not found yet."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _LBFGS_SCRIPT], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]

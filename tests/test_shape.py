@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import dynajax as dj
-from helpers import compare, gradcheck, raises_like_torch, to_np
+from helpers import compare, gradcheck, raises_like_torch, same, to_np
 
 torch = pytest.importorskip("torch")
 
@@ -339,3 +339,18 @@ def test_tensor_unfold_matches_torch(shape, args):
     assert run(dj) == run(torch)
     raises_like_torch(lambda lib: lib.tensor(x).unfold(0, shape[0] + 1, 1), RuntimeError, "maximum size for tensor")
     raises_like_torch(lambda lib: lib.tensor(x).unfold(0, 1, 0), RuntimeError, "step is 0 but must be > 0")
+
+
+# ---------------------------------------------------------------- flip(dims=), Tensor.unfold of batch 0
+# Regression tests of issue 37's fixes, each side by side with PyTorch: flip(dims=) and Tensor.unfold of an
+# empty batch, which were refused where PyTorch computes them.
+FLIP_DIMS_AND_EMPTY_UNFOLD = {
+    "Tensor.unfold batch 0": lambda L: list(L.zeros(0, 5).unfold(1, 2, 1).shape),
+    "flip dims=": lambda L: L.flip(L.arange(6).reshape(2, 3), dims=(0,)),
+    "Tensor.flip dims=": lambda L: L.arange(6).reshape(2, 3).flip(dims=[1]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLIP_DIMS_AND_EMPTY_UNFOLD))
+def test_flip_dims_keyword_and_empty_unfold_like_torch(case):
+    same(FLIP_DIMS_AND_EMPTY_UNFOLD[case])

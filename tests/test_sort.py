@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import dynajax as dj
-from helpers import compare, gradcheck
+from helpers import compare, gradcheck, same
 from test_reduce import flat, raises_like_torch
 
 rng = np.random.default_rng(2)
@@ -118,3 +118,19 @@ ERRORS = {
 @pytest.mark.parametrize("case", sorted(ERRORS))
 def test_sort_errors_match_torch(case):
     raises_like_torch(*ERRORS[case])
+
+
+# ---------------------------------------------------------------- unique_consecutive of 0-d and 1-element inputs
+# Regression tests of issue 37's fixes, each side by side with PyTorch: unique_consecutive of a 0-d or
+# 1-element input, which was refused where PyTorch computes it (and PyTorch's error for dim=0 of a 0-d input).
+UNIQUE_CONSECUTIVE_SMALL = {
+    "unique_consecutive 0-d": lambda L: [t.tolist() for t in L.unique_consecutive(L.tensor(3), return_inverse=True,
+                                                                                  return_counts=True)],
+    "unique_consecutive 1 element": lambda L: L.unique_consecutive(L.tensor([3])),
+    "unique_consecutive 0-d dim": lambda L: L.unique_consecutive(L.tensor(3), dim=0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNIQUE_CONSECUTIVE_SMALL))
+def test_unique_consecutive_small_inputs_like_torch(case):
+    same(UNIQUE_CONSECUTIVE_SMALL[case])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import dynajax as dj
-from helpers import DEFAULT_DEVICE, assert_close
+from helpers import DEFAULT_DEVICE, assert_close, same
 
 
 def test_seed_snippet_prints_exactly():
@@ -232,3 +232,24 @@ def test_tensor_of_a_numpy_array_is_a_copy_as_torchs(n):
     t = dj.tensor(a)
     a[...] = 5
     assert not t.numpy().any()
+
+
+# ---------------------------------------------------------------- Tensor.to with positional flags
+# Regression tests of issue 37's fixes, each side by side with PyTorch: Tensor.to's positional non_blocking and
+# copy flags, which were refused where PyTorch takes them (and PyTorch's error for copy given twice).
+TO_POSITIONAL = {
+    "to device dtype flags": lambda L: L.ones(2).to("cpu", L.float64, False, True),
+    "to dtype flags": lambda L: L.ones(2).to(L.float64, False, True),
+    "to tensor flags": lambda L: L.ones(2).to(L.ones(1, dtype=L.float64), False, False),
+    "to copy twice": lambda L: L.ones(2).to("cpu", L.float64, False, True, copy=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TO_POSITIONAL))
+def test_to_positional_flags_like_torch(case):
+    same(TO_POSITIONAL[case])
+
+
+def test_to_copy_flag_copies():
+    x = dj.ones(2)
+    assert x.to(dj.float32, False, True) is not x and x.to(dj.float32, False, False) is x
