@@ -499,7 +499,7 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
         for _ in range(3):
             block(run())
     st = comp.stats
-    calls0, cap0, breaks0 = st.calls, st.capture_time, st.graph_breaks
+    calls0, cap0, breaks0, rep0 = st.calls, st.capture_time, st.graph_breaks, st.replayed
     results = {k: [] for k in contenders}
     piped = {k: [] for k in contenders}
     order = list(contenders)
@@ -523,7 +523,7 @@ def measure(w: Workload, steps: int = 10, rounds: int = 5, donate: bool = True) 
             "compiles": st.compiles, "cache_hits": st.cache_hits, "compile_time_ms": st.compile_time * 1e3,
             "capture_ms": cap * 1e3, "recorded_ops": st.recorded_ops, "settle": settle,
             "capture_us_per_op": cap / st.recorded_ops * 1e6 if st.recorded_ops else float("nan"),
-            "graph_breaks_per_step": (st.graph_breaks - breaks0) / n,
+            "graph_breaks_per_step": (st.graph_breaks - breaks0) / n, "default_replayed": (st.replayed - rep0, n),
             "replayed": (replayed.stats.replayed, replayed.stats.calls)}
 
 
@@ -541,7 +541,9 @@ def run(steps: int = 10, rounds: int = 5, donate: bool = True, only=None) -> lis
                      "torch": r["ms"].get("torch"),
                      "notes": f"model + optimizer built in {r['build_ms']:.0f} ms; dynajax.compile first call "
                               f"{r['first_call_ms']:.0f} ms; {r['compiles']} compile(s) "
-                              f"(trace + XLA) took {r['compile_time_ms']:.0f} ms in all; capture {r['capture_ms']:.2f} ms/step = "
+                              f"(trace + XLA) took {r['compile_time_ms']:.0f} ms in all; {r['default_replayed'][0]} of "
+                              f"{r['default_replayed'][1]} measured calls replayed without their Python (guards); "
+                              f"capture {r['capture_ms']:.2f} ms/step = "
                               f"{r['capture_us_per_op']:.1f} us/op averaged over {r['recorded_ops']} recorded ops "
                               "(mostly fixed per-call work; op_overhead.py measures one more op); "
                               f"{r['graph_breaks_per_step']:.1f} graph breaks/step; {rounds} rounds x {steps} steps "

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import dynajax as dj
+from dynajax.compile import guards
 
 
 def per_call_us(fn, number: int, repeat: int) -> float:
@@ -67,7 +68,12 @@ def capture_us_per_op(lo: int = 50, hi: int = 250, calls: int = 30) -> float:
             for _ in range(n):
                 h = h * w
             return h.sum()
-        return dj.compile(step)
+        # every call recorded: the default mode would replay this pure step without recording it
+        guards.ENABLED = False
+        try:
+            return dj.compile(step)
+        finally:
+            guards.ENABLED = True
     medians = []
     for n in (lo, hi):
         f = chain(n)
@@ -82,6 +88,18 @@ def capture_us_per_op(lo: int = 50, hi: int = 250, calls: int = 30) -> float:
     return (medians[1] - medians[0]) / (hi - lo) * 1e6
 
 
+def x64_scope_us(number: int, repeat: int) -> tuple:
+    """(us of the 64-bit scope every op dispatch enters and leaves, us of a no-grad dynajax 8x8 add) per call:
+    dynajax keeps PyTorch's int64/float64 by turning JAX's 64-bit types on for its own thread while an op
+    runs (``_dtype.x64``), not process-wide; this is what that costs an op (issue target: <= 0.5 us)."""
+    from dynajax._dtype import x64_set, x64_swap
+
+    def scope():
+        x64_set(x64_swap(True))
+    da = dj.tensor(np.ones((8, 8), np.float32))
+    return per_call_us(scope, number, repeat), per_call_us(lambda: da + da, number, repeat)
+
+
 def run(repeat: int = 7, number: int = 2000) -> list[dict]:
     """Rows for benchmarks/run_all.py: per-call microseconds of one 8x8 op (no compiled variant)."""
     out = []
@@ -94,6 +112,10 @@ def run(repeat: int = 7, number: int = 2000) -> list[dict]:
                 "unit": "us/op", "dynajax_eager": None, "dynajax_compiled": capture_us_per_op(), **mul,
                 "notes": "dynajax compiled = marginal capture time per recorded op (slope over 50 and 250 ops); "
                          "hand-written JAX = one jitted add dispatch; PyTorch eager = one add with grad recording"})
+    scope, add = x64_scope_us(number, repeat)
+    out.append({"workload": "64-bit scope entered and left by every op (per op)", "unit": "us/op",
+                "dynajax_eager": scope, "dynajax_compiled": None, "jax": None, "torch": None,
+                "notes": f"{scope / add:.1%} of a no-grad dynajax 8x8 add ({add:.2f} us); target <= 0.5 us"})
     return out
 
 
@@ -112,6 +134,9 @@ def main() -> None:
     print("targets: dj/jit <= 1.5, dj+g/jit <= 2.0")
     print(f"dynajax.compile capture, one more recorded op (8x8 mul, requires_grad): {capture_us_per_op():.1f} us "
           "(target <= 10)")
+    scope, add = x64_scope_us(args.number, args.repeat)
+    print(f"64-bit scope entered and left by every op: {scope:.3f} us = {scope / add:.1%} of a no-grad dynajax "
+          f"8x8 add ({add:.2f} us) (target <= 0.5 us)")
 
 
 if __name__ == "__main__":
