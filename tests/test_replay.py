@@ -600,3 +600,29 @@ def test_a_replayed_state_tensor_given_another_shape_is_recorded():
     got = step(x)
     np.testing.assert_allclose(float(got), float((x @ w).sum((0, 1))), rtol=1e-5)
     assert step.stats.replayed == 2
+
+
+@pytest.mark.parametrize("mode", [True, "default"])
+def test_replayed_calls_leave_arguments_they_only_read_unversioned(mode):
+    """A replayed call wrote each argument's own array back into it, bumping its version: a graph outside the
+    step that saved the argument then refused its backward ('modified by an inplace operation')."""
+    dj.manual_seed(0)
+    m = nn.Linear(4, 2)
+    opt = dj.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    step = dj.compile(step, replay=True) if mode is True else dj.compile(step)
+    x, y = dj.randn(3, 4, requires_grad=False), dj.tensor([0, 1, 1])
+    w = dj.ones(3, 4, requires_grad=True)
+    outside = (w * x).sum()             # saves x for its backward
+    for _ in range(5):
+        step(x, y)
+    assert step.stats.replayed >= 2
+    assert (x._version, y._version) == (0, 0)
+    outside.backward()
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy())

@@ -287,8 +287,10 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
         if id(obj) in returned and param is None:   # eager returns a new tensor each call: so does a replay
             continue
         where = (True, opos[var]) if var in opos else (False, ipos[var])
-        if not where[0] and src[where[1]][0] in ("t", "g") and src[where[1]][1]() is obj:
-            continue   # only read: it holds the array the replay read from it
+        if not where[0]:   # only read: it holds the array the replay read from it (an argument: no new version)
+            kind, ref = src[where[1]]
+            if (kind in ("t", "g") and ref() is obj) or (kind == "a" and ref == arg_pos.get(id(obj))):
+                continue
         if kind == "g":
             writes.append(("key", obj) + where)
         elif param is not None:   # a .grad the step made: a new tensor each call, as eager's backward makes
