@@ -4,8 +4,12 @@ A compiled step checks its index values on the device (``compile.checks``): the 
 report (``[k, bad value]``: the first failing check ``k``, 1-based, or 0) instead of the host reading the
 indices before the step runs, which would make every call wait for the one before. Each such call leaves a
 :class:`Pending` here; :func:`surface` reads them, oldest first, and raises the first error found. It runs
-at the next compiled call (only reports already computed: the call does not wait for its predecessor) and
-at the next host read of a tensor (``item``, ``numpy``, ``print`` ...: those wait anyway).
+at the next host read of a tensor (``item``, ``numpy``, ``print`` ...: those wait anyway) and, for a loop
+that never reads, at a compiled call once ``READ_EVERY`` reports are pending (:func:`settle`). Reading a
+just-computed device array costs ~10 us, as much as the rest of a small replayed step's bookkeeping; so a
+compiled call reads one array per ``READ_EVERY`` calls: the *flag* of the newest pending call (the poison
+after it, ``compile.checks``), which is set if and only if some pending call's check failed (a step after a
+failed one changes nothing, so the state is the same whenever the error is raised).
 
 This module knows nothing of compile: a pending report carries the functions that explain and undo it.
 """
@@ -16,22 +20,44 @@ import threading
 import numpy as np
 
 PENDING: list = []   # Pending reports, oldest first
+READ_EVERY = 16      # a compiled call reads the pending reports once this many are pending
 _LOCK = threading.RLock()   # (host reads on several threads surface the same reports)
 
 
 class Pending:
-    """One call's report: ``code`` (a device array, ``[k, bad]``), ``fail(k, bad)`` raising its error, and
-    ``undo()`` putting back what the host side of the call changed (the ``.grad`` it replaced)."""
+    """One call's report: ``code`` (a device array, ``[k, bad]``), ``fail(k, bad)`` raising its error,
+    ``undo()`` putting back what the host side of the call changed (the ``.grad`` it replaced), and
+    ``flag`` (``(chain, array)``: an array whose last entry is nonzero if and only if this call's check or
+    an earlier one's of the same chain failed; None: none)."""
 
-    __slots__ = ("code", "fail", "undo")
+    __slots__ = ("code", "fail", "undo", "flag")
 
-    def __init__(self, code, fail, undo) -> None:
-        self.code, self.fail, self.undo = code, fail, undo
+    def __init__(self, code, fail, undo, flag=None) -> None:
+        self.code, self.fail, self.undo, self.flag = code, fail, undo, flag
 
 
-def note(code, fail, undo) -> None:
+def note(code, fail, undo, flag=None) -> None:
     with _LOCK:
-        PENDING.append(Pending(code, fail, undo))
+        PENDING.append(Pending(code, fail, undo, flag))
+
+
+def settle() -> None:
+    """At a compiled call: once ``READ_EVERY`` reports are pending, and the newest call's flags are computed
+    (the call waits for no step), read those flags, one per chain: all clear, every pending report is
+    dropped unread; one set, or a report without a flag, :func:`surface` reads them in order and raises."""
+    if len(PENDING) < READ_EVERY:
+        return
+    with _LOCK:
+        newest: dict = {}
+        for p in PENDING:
+            if p.flag is None:
+                return surface(block=False)
+            newest[p.flag[0]] = p.flag[1]
+        if not all(_ready(a) for a in newest.values()):
+            return
+        if any(int(np.asarray(a).reshape(-1)[-1]) for a in newest.values()):
+            return surface()
+        PENDING.clear()
 
 
 def _ready(a) -> bool:

@@ -151,8 +151,9 @@ def test_ignore_index_is_no_out_of_range_target():
 
 
 def test_later_compiled_calls_change_nothing_and_one_of_them_raises():
-    """The error surfaces at a later call once the bad step's report is computed (that call waits for no
-    step); every call from the bad one on changes nothing."""
+    """Without a host read, the error surfaces at a later compiled call, at most ``_deferred.READ_EVERY``
+    calls on, once the reports are computed (that call waits for no step; it reads one flag for all of
+    them); every call from the bad one on changes nothing."""
     w = dj.ones(6, requires_grad=True)
     opt = dj.optim.SGD([w], lr=0.1)
 
@@ -166,10 +167,19 @@ def test_later_compiled_calls_change_nothing_and_one_of_them_raises():
 
     step(dj.tensor([0, 1])).item()
     before = _snapshot(w, w.grad)
+    for good in range(2 * _deferred.READ_EVERY):   # good calls read no device array until READ_EVERY are pending
+        step(dj.tensor([good % 6]))._value.block_until_ready()
+        assert len(_deferred.PENDING) == 1 + good % _deferred.READ_EVERY
+    step(dj.tensor([0, 1])).item()
+    _deferred.surface()
+    before = _snapshot(w, w.grad)
     out = step(dj.tensor([1, 6]))
-    out._value.block_until_ready()   # (its report computed: the next call raises before doing anything)
+    out._value.block_until_ready()   # (its report computed)
+    calls = 0
     with pytest.raises(IndexError, match="index 6 is out of bounds for dimension 0 with size 6"):
-        step(dj.tensor([2]))
+        for calls in range(1, _deferred.READ_EVERY + 1):   # (the bad call's report among them, not the newest)
+            step(dj.tensor([2]))._value.block_until_ready()   # (no host read in between: that would raise)
+    assert calls == _deferred.READ_EVERY and not _deferred.PENDING   # (16 pending as the 16th call starts)
     assert _same(_snapshot(w, w.grad), before)
     # a bad call, then a good one without a read in between: the error is raised once, at that call (if the
     # report is computed by then) or at the read, and neither call changed anything
@@ -186,7 +196,7 @@ def test_later_compiled_calls_change_nothing_and_one_of_them_raises():
     assert len(raised) == 1 and "index 7 is out of bounds" in raised[0]
     assert _same(_snapshot(w, w.grad), before)
     step(dj.tensor([2, 3])).item()
-    np.testing.assert_allclose(w.detach().numpy(), [0.8, 0.8, 0.8, 0.8, 1, 1], rtol=1e-6)
+    np.testing.assert_allclose(w.detach().numpy(), before[0] * [1, 1, 0.8, 0.8, 1, 1], rtol=1e-6)   # SGD on w^2
 
 
 # ------------------------------------------------------------------ every checked op, against torch

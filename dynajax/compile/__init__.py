@@ -158,8 +158,8 @@ class Compiled:
             return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
-        if _deferred.PENDING:   # an earlier step's index check failed: raised here once its report is computed
-            _deferred.surface(block=False)
+        if _deferred.PENDING:   # an earlier step's failed index check, raised here once read (every 16 calls)
+            _deferred.settle()
         st = self.stats
         st.calls += 1
         rp = self._replayer

@@ -8,9 +8,10 @@ targets of ``nll_loss``/``cross_entropy``) records a check instead: ``[1, bad va
 out of range, else ``[0, ...]``. At the end of the recording (:func:`finish`) they are combined into
 
 - a **report** ``[k, bad value]``: the first failing check ``k`` (1-based; 0: none), an output the host
-  reads later (``dynajax._deferred``): at the next compiled call if it is computed by then (that call does
-  not wait for it), else at the next host read of any tensor (``item``, ``numpy``, ``print``), where it
-  raises the op's own eager error (type and message) naming the op and the user's line;
+  reads later (``dynajax._deferred``): at the next host read of any tensor (``item``, ``numpy``,
+  ``print``), or at a compiled call once ``_deferred.READ_EVERY`` (16) reports are pending and computed
+  (that call waits for no step), where it raises the op's own eager error (type and message) naming the
+  op and the user's line;
 - a **poison** flag per device, a state tensor every checked step reads and writes: set once a check has
   failed, and kept set until the error is raised.
 
@@ -59,14 +60,15 @@ def _reset() -> None:
 
 
 def _report(prior, *flags):
-    """The recording's checks combined: (poison after the step, report ``[k, bad value]``)."""
+    """The recording's checks combined: (poison after the step, report ``[k, bad value, poison after]``)."""
     dt = jnp.result_type(*flags)
     f = jnp.stack([x.astype(dt) for x in flags])
     hit = f[:, 0] > 0
     k = jnp.argmax(hit)
     bad = hit.any()
+    after = prior | bad.astype(prior.dtype)
     report = jnp.where(bad, jnp.stack([(k + 1).astype(dt), f[k, 1]]), jnp.zeros(2, dt))
-    return (prior | bad.astype(prior.dtype)), report
+    return after, jnp.concatenate([report, after.astype(dt)[None]])
 
 
 def _gate(poison, *pairs):
@@ -152,19 +154,21 @@ def _guarded(poison, *vals, body, free, news, olds, results):
 class Report:
     """A recording's checks, and where its report and the grads it replaced are found after the call."""
 
-    __slots__ = ("tensor", "checks", "step", "__weakref__")
+    __slots__ = ("tensor", "checks", "step", "poison", "__weakref__")
 
-    def __init__(self, tensor, checks: list, step: str) -> None:
+    def __init__(self, tensor, checks: list, step: str, poison) -> None:
         self.tensor = tensor                      # the tensor the report is written into
         self.checks = [c[1:] for c in checks]     # (fail, op name, (file, line))
         self.step = step
+        self.poison = poison                      # the device's poison tensor (the step's flag after it)
 
     def note(self, grads: list) -> None:
         """After the call: its report pending; ``grads``: (parameter, the .grad it held before the call)."""
         def undo():
             for t, g in grads:
                 t._grad = g
-        _deferred.note(self.tensor._value, self.fail, undo)
+        code = self.tensor._value   # (its last entry is the poison after the call: the flag; not the poison
+        _deferred.note(code, self.fail, undo, (id(self.poison), code))   # array itself, which the next call donates)
 
     def fail(self, k: int, bad: int) -> None:
         _reset()
@@ -237,7 +241,7 @@ def finish(cap) -> None:
     tensor = _make(rep)
     cap.born.append(weakref.ref(tensor))
     cap.born_ids.add(id(tensor))
-    cap.check_report = Report(tensor, cap.checks, getattr(cap.owner.fn, "__name__", "step"))
+    cap.check_report = Report(tensor, cap.checks, getattr(cap.owner.fn, "__name__", "step"), poison)
     cap.check_grads = grads
 
 
