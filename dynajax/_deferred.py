@@ -42,22 +42,24 @@ def note(code, fail, undo, flag=None) -> None:
 
 
 def settle() -> None:
-    """At a compiled call: once ``READ_EVERY`` reports are pending, and the newest call's flags are computed
-    (the call waits for no step), read those flags, one per chain: all clear, every pending report is
-    dropped unread; one set, or a report without a flag, :func:`surface` reads them in order and raises."""
+    """At a compiled call, once ``READ_EVERY`` reports are pending: read the flags of the newest computed one
+    (the call waits for no step; reports are computed in call order), one per chain: all clear, it and every
+    earlier report are dropped unread; one set, or a report without a flag, :func:`surface` reads them in
+    order and raises."""
     if len(PENDING) < READ_EVERY:
         return
     with _LOCK:
-        newest: dict = {}
-        for p in PENDING:
-            if p.flag is None:
-                return surface(block=False)
-            newest[p.flag[0]] = p.flag[1]
-        if not all(_ready(a) for a in newest.values()):
+        if any(p.flag is None for p in PENDING):
+            return surface(block=False)
+        i = len(PENDING) - 1
+        while i >= 0 and not _ready(PENDING[i].code):
+            i -= 1
+        if i < 0:
             return
-        if any(int(np.asarray(a).reshape(-1)[-1]) for a in newest.values()):
+        latest = {p.flag[0]: p.flag[1] for p in PENDING[:i + 1]}
+        if any(int(np.asarray(a).reshape(-1)[-1]) for a in latest.values()):
             return surface()
-        PENDING.clear()
+        del PENDING[:i + 1]
 
 
 def _ready(a) -> bool:
