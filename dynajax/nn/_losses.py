@@ -16,8 +16,8 @@ from ..ops import elementwise as _ew
 from ..ops.index import _raise, check_bounds
 from ..ops.registry import apply, op
 from ._ops import nll_index
-from .functional import (_no_grad_clamp_min, _size_repr, log_softmax, logsigmoid, one_hot, pairwise_distance,
-                         softplus)
+from ._activations import (_no_grad_clamp_min, _size_repr, log_softmax, logsigmoid, one_hot, pairwise_distance,
+                           softplus)
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "hinge_embedding_loss", "multi_margin_loss"]
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtype, random
 from ..ops.autocast import cast_inputs
-from ..ops.dispatch import index_checks, is_recorded, value_aval
+from ..ops.dispatch import value_aval
 from .._tensor import Tensor, _make, _wrap_dim, method
 from ..autograd import grad_mode
 from ..ops import elementwise as _ew
@@ -17,6 +17,8 @@ from ..ops.index import _raise, check_bounds
 from ..ops.registry import apply
 from ..ops.views import inplace, write
 from . import _ops
+from ._activations import (_no_grad_clamp_min, _size_repr, _softmax_along, _softmax_dim, _vnorm, log_softmax,
+                           logsigmoid, one_hot, pairwise_distance, softplus)
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
@@ -655,28 +657,6 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     return out.squeeze(0) if unbatched else out
 
 
-def _one_hot_fail(i, k):
-    raise RuntimeError("Class values must be non-negative." if i < 0 else "Class values must be smaller than num_classes.")
-
-
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """int64 one-hot encoding along a new last dim (``num_classes=-1``: max value + 1)."""
-    if tensor.dtype != _dtype.int64:
-        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    if num_classes != -1 and (is_recorded(tensor) or index_checks() is not None):
-        # dynajax.compile: no graph break for a bounds check (checked on the device, ``compile.checks``)
-        check_bounds([tensor], [int(num_classes)], _one_hot_fail, negative=False, name="one_hot")
-        return apply(_ops.one_hot_op, tensor, num_classes=int(num_classes))
-    v = np.asarray(tensor.detach()._value)
-    if num_classes == -1:
-        num_classes = int(v.max()) + 1 if v.size else 0
-    if v.size and v.min() < 0:
-        raise RuntimeError("Class values must be non-negative.")
-    if v.size and v.max() >= num_classes:
-        raise RuntimeError("Class values must be smaller than num_classes.")
-    return apply(_ops.one_hot_op, tensor, num_classes=int(num_classes))
-
-
 def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False) -> Tensor:
     """Rows of ``weight`` selected by the integer ``input``. With ``max_norm``, each row that ``input``
@@ -817,13 +797,6 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return _act(input, inplace, lambda a: a * a.sigmoid())
 
 
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """``log(1 + exp(beta * x)) / beta``, linear above ``threshold``."""
-    bx = input * beta
-    soft = (bx.clamp(max=threshold)).exp().log1p() / beta
-    return _ew.where(bx > threshold, input, soft)
-
-
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
     return _act(input, inplace, lambda a: a * softplus(a).tanh())
@@ -832,11 +805,6 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
 def softsign(input: Tensor) -> Tensor:
     """``x / (1 + |x|)``."""
     return input / (1 + input.abs())
-
-
-def logsigmoid(input: Tensor) -> Tensor:
-    """``log(sigmoid(x))``, computed stably."""
-    return -softplus(-input)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
@@ -915,38 +883,12 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
     return hard_y - y.detach() + y
 
 
-def _softmax_dim(ndim: int) -> int:
-    return 0 if ndim in (0, 1, 3) else 1
-
-
 def softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
     """``exp(x) / exp(x).sum(dim)``, computed stably."""
     if dtype is not None:
         input = input.to(dtype)
     dim = _softmax_dim(input.dim()) if dim is None else dim
     return _softmax_along(input, dim, False)
-
-
-def log_softmax(input: Tensor, dim=None, _stacklevel=3, dtype=None) -> Tensor:
-    """``x - logsumexp(x, dim)``."""
-    if dtype is not None:
-        input = input.to(dtype)
-    dim = _softmax_dim(input.dim()) if dim is None else dim
-    return _softmax_along(input, dim, True)
-
-
-def _softmax_along(input: Tensor, dim: int, log: bool) -> Tensor:
-    """(log-)softmax along ``dim``, checked as PyTorch's: its NotImplementedError for an integer or bool input
-    (no ``dtype=`` given), IndexError for a dim out of range; a 0-d input is one element along dim 0 or -1."""
-    n = input.dim()
-    d = _wrap_dim(dim, n)
-    if not input.is_floating_point():
-        kernel = ("log_" if log else "") + ("softmax_lastdim_kernel_impl" if d == max(n, 1) - 1
-                                            else "softmax_kernel_impl")
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{input.dtype.legacy_name}'")
-    if n == 0:
-        return _ops.softmax_op(input.reshape(1), 0, log=log).reshape(())
-    return _ops.softmax_op(input, d, log=log)
 
 
 @method("softmax")
@@ -1181,10 +1123,6 @@ def _masked_batch_norm(input, running_mean, running_var, weight, bias, momentum,
     return y
 
 
-def _size_repr(shape) -> str:
-    return f"dynajax.Size([{', '.join(str(s) for s in shape)}])"
-
-
 def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalize each (sample, channel) over its spatial dims (``use_input_stats=False``: by the running
@@ -1231,25 +1169,10 @@ def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: floa
     return y if bias is None else y + bias.reshape(cs)
 
 
-def _vnorm(x: Tensor, p: float, dim, keepdim: bool) -> Tensor:
-    if p == 2:
-        return (x * x).sum(dim, keepdim=keepdim).sqrt()
-    if p == 1:
-        return x.abs().sum(dim, keepdim=keepdim)
-    if p == math.inf:
-        return x.abs().amax(dim, keepdim=keepdim)
-    return (x.abs() ** p).sum(dim, keepdim=keepdim) ** (1.0 / p)
-
-
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
     # (``vector_norm``, as PyTorch: it takes p = 0, the count of nonzeros, and its gradient at 0 is 0)
     return input / input.norm(p, dim, keepdim=True).clamp(min=eps).expand_as(input)
-
-
-def _no_grad_clamp_min(x: Tensor, lo: float) -> Tensor:
-    """``clamp(x, min=lo)`` whose gradient is that of ``x`` (PyTorch clamps the norm under no_grad)."""
-    return x + (x.detach().clamp(min=lo) - x.detach())
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
@@ -1257,11 +1180,6 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     n1 = _no_grad_clamp_min(_vnorm(x1, 2, dim, True), eps)
     n2 = _no_grad_clamp_min(_vnorm(x2, 2, dim, True), eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
-
-
-def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
-    """``||x1 - x2 + eps||_p`` over the last dim."""
-    return _vnorm(x1 - x2 + eps, p, -1, keepdim)
 
 
 # ---------------------------------------------------------------- attention
