@@ -38,6 +38,11 @@ def main(title: str, target: float, second_target: float, default_steps: int, ba
           flush=True)
     if first:
         try:
-            subprocess.run([sys.executable, sys.argv[0], "--steps", str(a.steps), "--cache", folder], check=True)
+            # (its table printed through this process's stdout, which run_all.py reads)
+            proc = subprocess.run([sys.executable, sys.argv[0], "--steps", str(a.steps), "--cache", folder],
+                                  capture_output=True, text=True)
+            print(proc.stdout, end="")
+            if proc.returncode:
+                print(f"second process failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
