@@ -27,18 +27,18 @@ _LOCK = threading.RLock()   # (host reads on several threads surface the same re
 class Pending:
     """One call's report: ``code`` (a device array, ``[k, bad]``), ``fail(k, bad)`` raising its error,
     ``undo()`` putting back what the host side of the call changed (the ``.grad`` it replaced), and
-    ``flag`` (``(chain, array)``: an array whose last entry is nonzero if and only if this call's check or
-    an earlier one's of the same chain failed; None: none)."""
+    ``chain``: the calls whose ``code`` ends with a flag that is nonzero if and only if this call's check or
+    an earlier one's of the same chain failed (None: its code has no such flag)."""
 
-    __slots__ = ("code", "fail", "undo", "flag")
+    __slots__ = ("code", "fail", "undo", "chain")
 
-    def __init__(self, code, fail, undo, flag=None) -> None:
-        self.code, self.fail, self.undo, self.flag = code, fail, undo, flag
+    def __init__(self, code, fail, undo, chain=None) -> None:
+        self.code, self.fail, self.undo, self.chain = code, fail, undo, chain
 
 
-def note(code, fail, undo, flag=None) -> None:
+def note(code, fail, undo, chain=None) -> None:
     with _LOCK:
-        PENDING.append(Pending(code, fail, undo, flag))
+        PENDING.append(Pending(code, fail, undo, chain))
 
 
 def settle() -> None:
@@ -49,14 +49,14 @@ def settle() -> None:
     if len(PENDING) < READ_EVERY:
         return
     with _LOCK:
-        if any(p.flag is None for p in PENDING):
+        if any(p.chain is None for p in PENDING):
             return surface(block=False)
         i = len(PENDING) - 1
         while i >= 0 and not _ready(PENDING[i].code):
             i -= 1
         if i < 0:
             return
-        latest = {p.flag[0]: p.flag[1] for p in PENDING[:i + 1]}
+        latest = {p.chain: p.code for p in PENDING[:i + 1]}
         if any(int(np.asarray(a).reshape(-1)[-1]) for a in latest.values()):
             return surface()
         del PENDING[:i + 1]

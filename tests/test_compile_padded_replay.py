@@ -4,14 +4,13 @@ the step's Python (``compile.guards``), their masks made for each call's true si
 (``compile.padding.SizeMask``). Every call must still be the unpadded step: checked against PyTorch eager
 step for step (loss, parameters, optimizer state), with guards still seeing a changed Python value."""
 import numpy as np
-import pytest
+import torch
 
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax.compile import padding
-
-torch = pytest.importorskip("torch")
+from helpers import train_step
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 
@@ -40,13 +39,7 @@ def test_batch_sizes_of_one_bucket_replay_and_match_torch():
     opt, topt = dj.optim.Adam(m.parameters(), lr=1e-2), torch.optim.Adam(t.parameters(), lr=1e-2)
     scale = {"w": 1.0}
 
-    @dj.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x), y) * scale["w"]
-        loss.backward()
-        opt.step()
-        return loss
+    step = dj.compile(train_step(m, opt, lambda out, y: F.cross_entropy(out, y) * scale["w"]))
 
     r = np.random.default_rng(0)
     sizes = [5, 7, 6, 7, 5, 8, 6, 7, 5, 6, 8, 7, 6, 5, 7]
@@ -103,13 +96,7 @@ def test_a_gru_cell_loop_over_lengths_of_one_bucket_replays_and_matches_torch():
             q.copy_(torch.from_numpy(np.array(p.detach().numpy())))
     opt, topt = dj.optim.Adam(m.parameters(), lr=1e-2), torch.optim.Adam(tparams, lr=1e-2)
 
-    @dj.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x).reshape(-1, V), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
+    step = dj.compile(train_step(m, opt, lambda out, y: F.cross_entropy(out.reshape(-1, V), y.reshape(-1))))
 
     r = np.random.default_rng(1)
     for i, T in enumerate([12, 10, 14, 11, 16, 13, 10, 15, 12, 9]):

@@ -12,6 +12,7 @@ import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax.compile import replay as _replay
+from helpers import train_step
 
 
 def _data(n, batch=8, width=12, classes=4, seed=0):
@@ -608,14 +609,7 @@ def test_replayed_calls_leave_arguments_they_only_read_unversioned(mode):
     step that saved the argument then refused its backward ('modified by an inplace operation')."""
     dj.manual_seed(0)
     m = nn.Linear(4, 2)
-    opt = dj.optim.SGD(m.parameters(), lr=0.1)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = train_step(m, dj.optim.SGD(m.parameters(), lr=0.1), F.cross_entropy)
     step = dj.compile(step, replay=True) if mode is True else dj.compile(step)
     x, y = dj.randn(3, 4, requires_grad=False), dj.tensor([0, 1, 1])
     w = dj.ones(3, 4, requires_grad=True)

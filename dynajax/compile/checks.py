@@ -154,21 +154,20 @@ def _guarded(poison, *vals, body, free, news, olds, results):
 class Report:
     """A recording's checks, and where its report and the grads it replaced are found after the call."""
 
-    __slots__ = ("tensor", "checks", "step", "poison", "__weakref__")
+    __slots__ = ("tensor", "checks", "step", "chain", "__weakref__")
 
     def __init__(self, tensor, checks: list, step: str, poison) -> None:
         self.tensor = tensor                      # the tensor the report is written into
         self.checks = [c[1:] for c in checks]     # (fail, op name, (file, line))
         self.step = step
-        self.poison = poison                      # the device's poison tensor (the step's flag after it)
+        self.chain = id(poison)                   # the device's poison flag, which the report's last entry copies
 
     def note(self, grads: list) -> None:
         """After the call: its report pending; ``grads``: (parameter, the .grad it held before the call)."""
         def undo():
             for t, g in grads:
                 t._grad = g
-        code = self.tensor._value   # (its last entry is the poison after the call: the flag; not the poison
-        _deferred.note(code, self.fail, undo, (id(self.poison), code))   # array itself, which the next call donates)
+        _deferred.note(self.tensor._value, self.fail, undo, self.chain)
 
     def fail(self, k: int, bad: int) -> None:
         _reset()

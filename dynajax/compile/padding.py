@@ -101,12 +101,6 @@ def _mask_array(shape: tuple, trues: tuple):
     return jax.device_put(m)
 
 
-def mask_of_arg(shape: tuple, grow: dict):
-    """The mask array of an argument of ``shape`` whose dims ``grow`` {dim: true size} are padded."""
-    mshape = tuple(s if d in grow else 1 for d, s in enumerate(shape))
-    return _mask_array(mshape, tuple(grow.get(d) for d in range(len(shape))))
-
-
 class SizeMask:
     """The recipe of a mask tensor (its ``_remake``): the mask of a value of ``shape`` padded along ``dims``
     for the padded call running now, from that call's true sizes (:func:`current_sizes`). A replayed or
