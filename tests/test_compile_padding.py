@@ -255,6 +255,58 @@ def test_python_loop_over_a_gru_cell_with_varying_lengths():
                   lambda m, x, y: F.cross_entropy(m(x).reshape(-1, 11), y.reshape(-1)))
     assert comp.stats.dynamic_dims == ["x dim 1", "y dim 1"]
     assert comp.stats.compiles <= 3
+    # the loop and its backward are rolled, and both skip the iterations that are padding
+    assert len(comp.last_loops) >= 2 and all(lp.gate is not None for lp in comp.last_loops)
+
+
+class _CellLoop(nn.Module):
+    """A Python loop over an LSTM cell: forwards (``unbind``) or backwards over the positions, the per-step
+    outputs stacked in their places, or a loss per position stacked."""
+
+    def __init__(self, order="forward", per_step_loss=False):
+        super().__init__()
+        self.emb, self.cell, self.head = nn.Embedding(11, 6), nn.LSTMCell(6, 8), nn.Linear(8, 11)
+        self.order, self.per_step_loss = order, per_step_loss
+
+    def forward(self, tok, y):
+        hc = (dj.zeros(tok.shape[0], 8), dj.zeros(tok.shape[0], 8))
+        steps = list(enumerate(self.emb(tok).unbind(1)))
+        outs = [None] * len(steps)
+        for t, et in (steps if self.order == "forward" else steps[::-1]):
+            hc = self.cell(et, hc)
+            outs[t] = self.head(hc[0])
+        if self.per_step_loss:
+            return dj.stack([F.cross_entropy(o, y[:, t]) for t, o in enumerate(outs)]).mean()
+        return F.cross_entropy(dj.stack(outs, 1).reshape(-1, 11), y.reshape(-1))
+
+
+def test_rolled_loop_over_a_padded_length_skips_its_padding_exactly():
+    comp = _train(_CellLoop, _seq_batches([5, 9, 4, 7, 6, 13, 10]), lambda m, x, y: m(x, y))
+    assert comp.stats.padding_stopped is None
+    gated = [lp for lp in comp.last_loops if lp.gate is not None]
+    assert len(gated) >= 2                      # the forward loop and its backward
+    # the scan's live rows for a true length 10 in a bucket of 16: an iteration runs while it or a neighbour
+    # is real (iterations need not start where a time step does)
+    import importlib
+    rolling = importlib.import_module("dynajax.compile.rolling")
+    fwd = gated[0]
+    mask, axis, rank, at, _ = fwd.gate
+    m = np.arange(16) < 10
+    live = np.asarray(rolling._live_rows(m, axis=0, rank=1, at=at))
+    assert live.tolist() == [min(ts) < 10 for ts in at]
+    assert live.sum() < len(at)
+
+
+@pytest.mark.parametrize("order, per_step_loss, why", [
+    ("backward", False, "a loop running backwards over a padded length"),
+    ("forward", True, "without their masks"),
+])
+def test_values_that_padding_would_reach_stop_padding(order, per_step_loss, why):
+    """A loop running backwards over a padded length would start from padding; losses per position stacked
+    without masks would average padding in: both record at the true shapes, equal to eager."""
+    comp = _train(lambda: _CellLoop(order, per_step_loss), _seq_batches([5, 9, 4, 7]), lambda m, x, y: m(x, y),
+                  stops=True)
+    assert why in comp.stats.padding_stopped
 
 
 def test_the_state_after_a_loop_over_a_padded_length_stops_padding():

@@ -302,8 +302,9 @@ class Compiled:
         donate = plan.donate if (self.donate and not self.verify) else ()
         eqns, nvars, self.last_loops = plan.eqns, plan.nvars, []
         if self.roll:
+            gates = cap.padding.gates() if cap.padding is not None else None
             eqns, nvars, self.last_loops = _rolling.roll(eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
-                                                         nvars, plan.outs)
+                                                         nvars, plan.outs, gates)
         if cap.check_report is not None:   # the step's work conditional on its index checks
             eqns = _checks.guard(eqns, plan.outs)
         st.rolled_loops += len(self.last_loops)

@@ -141,6 +141,23 @@ class SizeMask:
         return hash((self.mshape, self.dims))
 
 
+class Gates:
+    """What a padded recording tells ``compile.rolling`` about its loops over a padded length, so a rolled
+    loop can skip the iterations that are padding: ``positional`` {var of a padded value read one position
+    at a time (``e[:, t]``, ``unbind``): (var of its mask, its rank)}, ``flagged`` {var taken at positions of a
+    padded dim or made from such values: the furthest of those positions; it is padding at run time where
+    that position is} and :meth:`backward`."""
+
+    __slots__ = ("positional", "flagged", "spans")
+
+    def __init__(self, positional: dict, flagged: set, spans: list) -> None:
+        self.positional, self.flagged, self.spans = positional, flagged, spans
+
+    def backward(self, v: int) -> bool:
+        """Whether the tape's backward recorded var ``v`` (its values are linear in the cotangents)."""
+        return any(lo <= v < hi for lo, hi in self.spans)
+
+
 class Padding:
     """The masks of one padded recording (see the module docstring); installed as the first step of
     ``Capture.hook``."""
@@ -160,7 +177,12 @@ class Padding:
         # dim left, only a flag that is False at run time where that position is padding. They may flow
         # through ops and be stacked back into a padded dim; reduced to a result, returned, or
         # differentiated from, they would let padding into a real value, so those stop padding
-        self.flagged: set = set()
+        # (var -> the furthest position it was made from)
+        self.flagged: dict = {}
+        # for ``compile.rolling``'s gated loops: var of a padded value read at single positions of a dim ->
+        # var of its mask; and the var spans (lo, hi) of the values the tape's backward recorded
+        self.positional: dict = {}
+        self.backward_spans: list = []
         for t, dims in c.padded:
             v = t._value if type(t._value) is Sym else cap._adopt(t)
             self.masks[v.idx] = SizeMask(tuple(t.shape), dims).tensor()
@@ -173,10 +195,12 @@ class Padding:
         def run_backward(*a, **k):   # the tape's rules run unanalysed (see the module docstring)
             self._refuse_flagged(a[0] if a else k.get("outputs"), "backward() from a value")
             busy, self.busy = self.busy, True
+            lo = cap.nvars
             try:
                 return orig(*a, **k)
             finally:
                 self.busy = busy
+                self.backward_spans.append((lo, cap.nvars))
         engine.run_backward = run_backward
 
     def stop(self) -> None:
@@ -201,13 +225,16 @@ class Padding:
             m = self.mask(a)
             masks.append(m)
             some = some or m is not None
-        if not some and op.name not in _UNFLAG and any(self._is_flagged(a) for a in args):
+        reach = self._reach(args)
+        if op.name in _UNFLAG and reach is not None:
+            self._check_order(op, args, params, masks)
+        if not some and op.name not in _UNFLAG and reach is not None:
             self.busy = True   # (an unmasked value made from a flagged one, a loss: flagged in turn)
             try:
                 out = _run(op, list(args), params)
             finally:
                 self.busy = False
-            self._flag(out)
+            self._flag(out, reach)
             return out
         if not some:
             make = CREATION.get(op.name)
@@ -226,19 +253,57 @@ class Padding:
             out, omasks = rule(self, op, list(args), params, masks)
         finally:
             self.busy = False
-        flag = (op.name not in _UNFLAG and any(self._is_flagged(a) for a in args)) or _takes_positions(
-            op.name, params, args[0] if args else None, masks[0] if masks else None)
+        at = _takes_positions(op.name, params, args[0] if args else None, masks[0] if masks else None)
+        if at is not None:
+            if type(args[0]._value) is Sym and type(masks[0]._value) is Sym:
+                self.positional[args[0]._value.idx] = (masks[0]._value.idx, args[0].dim())
+            reach = at if reach is None else [max(a, reach) for a in at] if type(at) is list else max(at, reach)
         for o, m in zip(out if isinstance(out, tuple) else (out,), omasks):
             if m is not None and isinstance(o, Tensor) and type(o._value) is Sym:
                 self.masks[o._value.idx] = m
-        if flag:
-            self._flag(out)
+        if reach is not None and op.name not in _UNFLAG or at is not None:
+            self._flag(out, reach)
         return out
 
-    def _flag(self, out) -> None:
-        for o in out if isinstance(out, tuple) else (out,):
+    def _reach(self, args):
+        """The furthest position of a padded dim the flagged ones among ``args`` were made from (None: none)."""
+        r = None
+        for a in args:
+            if isinstance(a, Tensor) and type(a._value) is Sym:
+                t = self.flagged.get(a._value.idx)
+                if t is not None and (r is None or t > r):
+                    r = t
+        return r
+
+    def _check_order(self, op, args, params, masks) -> None:
+        """Values taken at positions of a padded dim and put back along a dim (``stack(outs, 1)``): exact when
+        each one was made from positions up to its own place only (a loop over the positions in order), so
+        that it is padding exactly where its place is; and when they carry masks (an unmasked one, a loss
+        per position, would be stacked as real data)."""
+        off = 0
+        for a, m in zip(args, masks):
+            if not isinstance(a, Tensor):
+                continue
+            t = self.flagged.get(a._value.idx) if type(a._value) is Sym else None
+            if t is not None and m is None:
+                raise Unpaddable(op.name, "values taken at positions of a padded dim are put back along a dim "
+                                          "without their masks (a per-position loss or reduction)")
+            if t is not None and t > off:
+                raise Unpaddable(op.name, f"the value put at place {off} was made from position {t} of a padded "
+                                          "dim (a loop running backwards over a padded length): where the true "
+                                          "length ends, it would hold padding")
+            d = params.get("dim", 0) % max(a.dim(), 1) if op.name == "cat" else None
+            off += 1 if d is None else a.shape[d]
+
+    def gates(self):
+        """What ``compile.rolling`` needs to skip a rolled loop's padded iterations (see :class:`Gates`)."""
+        return Gates(self.positional, self.flagged, self.backward_spans)
+
+    def _flag(self, out, reach) -> None:
+        """Flag the results ``out``, made from positions up to ``reach`` (a list: each result's own)."""
+        for i, o in enumerate(out if isinstance(out, tuple) else (out,)):
             if isinstance(o, Tensor) and type(o._value) is Sym:
-                self.flagged.add(o._value.idx)
+                self.flagged[o._value.idx] = reach[i] if type(reach) is list else reach
 
     def _is_flagged(self, a) -> bool:
         return isinstance(a, Tensor) and type(a._value) is Sym and a._value.idx in self.flagged
@@ -309,24 +374,27 @@ class Padding:
 _UNFLAG = frozenset({"stack", "cat"})   # a flagged value put back along a dim: padded along it again
 
 
-def _takes_positions(name, params, x, m) -> bool:
-    """Whether op ``name`` keeps single positions (or chosen ones) of a dim along which ``x``'s mask ``m``
-    varies: ``unbind``, an int or a one-long slice in basic indexing, advanced indexing. Conservative:
-    a dim whose mask was broadcast to the value's shape counts as padded."""
+def _takes_positions(name, params, x, m):
+    """Which position op ``name`` keeps of a dim along which ``x``'s mask ``m`` varies (``unbind``: a list, one
+    per result; an int or a one-long slice in basic indexing; advanced indexing: the last position, as any
+    may be chosen), or None where it keeps no single position of such a dim. Conservative: a dim whose mask
+    was broadcast to the value's shape counts as padded."""
     if m is None or not isinstance(x, Tensor) or name not in ("unbind", "slice", "index"):
-        return False
+        return None
     nd = x.dim()
     ms = tuple(_rank(m, nd).shape)
 
     def varies(d):
         return 0 <= d < nd and ms[d] != 1
     if name == "unbind":
-        return varies(params.get("dim", 0) % max(nd, 1))
+        d = params.get("dim", 0) % max(nd, 1)
+        return list(range(x.shape[d])) if varies(d) else None
     if name == "index":
-        return any(varies(d) for d in params.get("dims", ()))
+        at = [x.shape[d] - 1 for d in params.get("dims", ()) if varies(d)]
+        return max(at) if at else None
     basic = tuple(params.get("basic", ()))
     used = sum(1 for b in basic if b is not None and b is not Ellipsis)
-    d = 0
+    d, at = 0, None
     for b in basic:
         if b is None:            # a new axis
             continue
@@ -334,13 +402,13 @@ def _takes_positions(name, params, x, m) -> bool:
             d += nd - used
             continue
         if isinstance(b, tuple):
-            n = len(range(*slice(*(list(b) + [None] * 3)[:3]).indices(x.shape[d]))) if d < nd else 0
-            if n == 1 and varies(d):
-                return True
+            r = range(*slice(*(list(b) + [None] * 3)[:3]).indices(x.shape[d])) if d < nd else range(0)
+            if len(r) == 1 and varies(d):
+                at = max(r[0], at or 0)
         elif isinstance(b, int) and varies(d):
-            return True
+            at = max(b % x.shape[d], at or 0)
         d += 1
-    return False
+    return at
 
 
 # ---------------------------------------------------------------- rule helpers

@@ -43,14 +43,16 @@ _FULL = (None, None, None)
 class Loop:
     """A rolled run: ``k`` iterations of the ``p`` eqns starting at ``start``."""
 
-    __slots__ = ("start", "p", "k", "body", "carry", "consts", "groups", "positions", "ys")
+    __slots__ = ("start", "p", "k", "body", "carry", "consts", "groups", "positions", "ys", "gate")
 
     def __repr__(self) -> str:
         return f"<rolled loop: {self.k} x {self.p} ops>"
 
 
-def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, nvars: int, outs) -> tuple:
-    """The eqns with every rollable run replaced by a scan eqn; returns ``(eqns, nvars, loops)``."""
+def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, nvars: int, outs,
+         gates=None) -> tuple:
+    """The eqns with every rollable run replaced by a scan eqn; returns ``(eqns, nvars, loops)``. ``gates``
+    (``compile.padding.Gates`` of a padded recording) lets loops over a padded length skip its padding."""
     sigs = _signatures(eqns, keys, in_vars, in_avals, scalars)
     if len(eqns) < MIN_TRIPS * 2:
         return eqns, nvars, []
@@ -79,8 +81,11 @@ def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, n
                 break
     if not loops:
         return eqns, nvars, []
+    loops.sort(key=lambda lp: lp.start)
+    if gates is not None:
+        _gate(eqns, loops, gates, live_out, prod)
     stacks = {i: dict(k[1]) for i, k in enumerate(keys) if getattr(k[0], "name", None) == "stack"}
-    new, nvars = _emit(eqns, _unbound_slices(eqns, keys), stacks, sorted(loops, key=lambda lp: lp.start), nvars)
+    new, nvars = _emit(eqns, _unbound_slices(eqns, keys), stacks, loops, nvars)
     return _prune(new, outs), nvars, loops
 
 
@@ -206,6 +211,7 @@ def _verify(eqns, prod, last_use, live_out, s, p, k):
     lp.groups = list(groups)
     lp.positions = positions
     lp.ys = list(ys.items())
+    lp.gate = None
     return lp
 
 
@@ -223,6 +229,126 @@ def _where(prod, r, s, p, m):
     if seg == m - 1:
         return ("prev", (j, e[1]))
     return None
+
+
+# ---------------------------------------------------------------- skipping padded iterations
+def _gate(eqns, loops, gates, live_out, prod) -> None:
+    """Set ``lp.gate`` = (mask var, axis, rank, positions, gated body eqns) for each loop whose work may be
+    skipped at the iterations where the padded dim it walks is padding. Exact: what a skipped iteration
+    would have computed is never read at a real position.
+
+    * A forward loop reading a padded value at one position per iteration (``e[:, t]``, an ``_at`` eqn): its
+      eqns whose results ``compile.padding`` flagged (made from such a read: padding wherever the position
+      is) are gated, if the others (the masks' bookkeeping) read none of their results. A skipped iteration
+      carries their last values on and stacks zeros (finite, and read only where the masks say padding).
+    * The backward of such a loop (recorded by the tape's backward, writing one position per iteration of
+      a gradient of the same shape), all of it: the values of a backward are linear in the cotangents, and
+      the cotangents of padding are zero, so such an iteration adds exactly zero to what it carries.
+
+    A loop's iterations need not begin where a time step does (a run may be found at a rotation), so an
+    iteration runs where its own position or a neighbouring iteration's is real."""
+    made: dict = {}      # var a gated forward loop computed -> (mask var, axis, rank) of the dim it walks
+    walks: dict = {}     # (axis, shape) of an ``_at`` read of a gated forward loop -> the same
+    users: dict = {}
+    for i, (_, _, refs, _) in enumerate(eqns):
+        for r in refs:
+            if type(r) is int and r >= 0:
+                users.setdefault(r, []).append(i)
+    for lp in loops:
+        end = lp.start + lp.k * lp.p
+        backward = all(gates.backward(v) for e in eqns[lp.start:end] for v in e[3])
+        gated = tuple(range(lp.p)) if backward else _made_of_flagged(eqns, lp, gates.flagged)
+        if not gated or not (backward or _leaving_flagged(eqns, lp, gated, gates, end, live_out, users)):
+            continue
+        src, pos = set(), [set() for _ in range(lp.k)]
+        for j in gated:
+            fn, params, spec, _ = lp.body[j]
+            for kind, a in spec:
+                if kind == "pos" and fn in (_at, _at_backward):
+                    if fn is _at:
+                        x = eqns[lp.start + j][2][0]
+                        src.add(_source(gates, x, params["axis"]))
+                    else:
+                        src.add(walks.get((params["axis"], tuple(params["in_shape"]))))
+                    for m in range(lp.k):
+                        pos[m].add(lp.positions[a][m])
+                elif kind == "xs":
+                    for m, v in enumerate(lp.groups[a]):
+                        r = gates.flagged.get(v)
+                        if r is None:
+                            continue
+                        pos[m].add(r)
+                        if v in made:
+                            src.add(made[v])
+                        else:   # a position of ``x.unbind(dim)``
+                            i = prod.get(v, (-1,))[0]
+                            src.add(_source(gates, eqns[i][2][0], eqns[i][1].get("dim", 0)) if i >= 0 else None)
+        src.discard(None)   # (a value made before the loop: its position counts, its dim is the others')
+        if len(src) != 1 or not all(pos):
+            continue
+        mask, axis, rank = src.pop()
+        at = [sorted(set().union(*(pos[mm] for mm in (m - 1, m, m + 1) if 0 <= mm < lp.k))) for m in range(lp.k)]
+        width = max(len(r) for r in at)
+        lp.gate = (mask, axis, rank, tuple(tuple(r + r[:1] * (width - len(r))) for r in at), gated)
+        if not backward:
+            for e in eqns[lp.start:end]:
+                made.update((v, (mask, axis, rank)) for v in e[3])
+            for j, (fn, params, _, _) in enumerate(lp.body):
+                if fn is _at:
+                    walks[(params["axis"], tuple(eqns[lp.start + j][1]["in_shape"]))] = (mask, axis, rank)
+
+
+def _source(gates, x, axis):
+    """(mask var, axis, rank) of padded value ``x`` read at single positions along ``axis``, or None."""
+    hit = gates.positional.get(x)
+    if hit is None or type(axis) is not int:
+        return None
+    mask, rank = hit
+    return mask, axis % rank, rank
+
+
+def _made_of_flagged(eqns, lp, flagged) -> tuple:
+    """The body eqns of ``lp`` with a flagged result in some iteration, or reading a flagged row or one made in
+    the iteration or carried from the last (a padding rule's own ops: ``where`` of a row read at a position)."""
+    out: set = set()
+    changed = True
+    while changed:   # (a carry may come from a later eqn of the body)
+        changed = False
+        for j, (_, _, spec, _) in enumerate(lp.body):
+            if j in out:
+                continue
+            if any(kind in ("int", "carry") and a[0] in out or kind == "xs" and lp.groups[a][0] in flagged
+                   for kind, a in spec) or any(
+                    v in flagged for m in range(lp.k) for v in eqns[lp.start + m * lp.p + j][3]):
+                out.add(j)
+                changed = True
+    return tuple(sorted(out))
+
+
+def _leaving_flagged(eqns, lp, gated, gates, end, live_out, users) -> bool:
+    """Whether every result of the ``gated`` eqns read outside its own iteration (carried on or read after
+    the loop) is flagged, in every iteration, or read by the tape's backward only (a padding rule's own
+    value saved for the backward: multiplied there by cotangents that are zero where it is padding)."""
+    carried = {rel for rel, _ in lp.carry}
+    for j in gated:
+        for m in range(lp.k):
+            for o, v in enumerate(eqns[lp.start + m * lp.p + j][3]):
+                if (j, o) in carried or v in gates.flagged:
+                    if (j, o) in carried and v not in gates.flagged:
+                        return False
+                    continue
+                if v in live_out or not all(all(gates.backward(w) for w in eqns[i][3])
+                                            for i in users.get(v, ()) if i >= end):
+                    return False
+    return True
+
+
+def _live_rows(m, *, axis, rank, at):
+    """Which iterations of a gated loop run: those with a real position among ``at[i]`` (its own position and
+    its neighbours'), from the mask ``m`` of the padded value the loop walks along ``axis``."""
+    m = jnp.reshape(m, (1,) * (rank - m.ndim) + tuple(m.shape))
+    real = jnp.any(m, axis=tuple(d for d in range(rank) if d != axis))
+    return jnp.any(real[np.asarray(at, np.int32)], axis=1)
 
 
 # ---------------------------------------------------------------- emitting
@@ -244,6 +370,11 @@ def _emit(eqns, unbound, stacks, loops, nvars):
                 new.append((_ints, {"values": ts}, (), (nvars,)))
                 xs.append(nvars)
                 nvars += 1
+            if lp.gate is not None:   # (last of the scan's xs: whether each iteration runs its gated eqns)
+                mask, axis, rank, at, _ = lp.gate
+                new.append((_live_rows, {"axis": axis, "rank": rank, "at": at}, (mask,), (nvars,)))
+                xs.append(nvars)
+                nvars += 1
             ys_vars = list(range(nvars, nvars + len(lp.ys)))
             nvars += len(lp.ys)
             carry_out = []
@@ -253,7 +384,8 @@ def _emit(eqns, unbound, stacks, loops, nvars):
             refs = tuple([init for _, init in lp.carry] + lp.consts + xs)
             fn = functools.partial(_run_loop, body=tuple(lp.body), carry=tuple(rel for rel, _ in lp.carry),
                                    ncarry=len(lp.carry), nconst=len(lp.consts), ys=tuple(rel for rel, _ in lp.ys),
-                                   length=lp.k, ngroups=len(lp.groups))
+                                   length=lp.k, ngroups=len(lp.groups),
+                                   gated=lp.gate[4] if lp.gate is not None else None)
             fn.rolled = lp
             new.append((fn, {}, refs, tuple(carry_out + ys_vars)))
             for yv, (_, members) in zip(ys_vars, lp.ys):
@@ -357,13 +489,17 @@ def _prune(eqns, outs):
 
 
 # ---------------------------------------------------------------- running
-def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups):
-    """The scan of a rolled run: ``vals`` = initial carries, constants, stacked per-iteration inputs."""
+def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=None):
+    """The scan of a rolled run: ``vals`` = initial carries, constants, stacked per-iteration inputs (and,
+    where ``gated`` lists body eqns, last, whether each iteration runs them: where it does not, what they
+    carry passes on unchanged and what they stack is zeros; the other eqns always run)."""
     init, consts, xs = vals[:ncarry], vals[ncarry:ncarry + nconst], vals[ncarry + nconst:]
+    if gated is not None:
+        xs, live = xs[:-1], xs[-1]
 
-    def step(c, x):
-        env = {}
-        for j, (fn, params, spec, nout) in enumerate(body):
+    def run(c, x, env, which):
+        for j in which:
+            fn, params, spec, nout = body[j]
             args = []
             for kind, a in spec:
                 if kind == "int":
@@ -384,10 +520,34 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups):
             else:
                 for o, r in enumerate(res):
                     env[(j, o)] = r
+        return env
+
+    def step(c, x):
+        env = run(c, x, {}, range(len(body)))
+        return tuple(env[rel] for rel in carry), tuple(env[rel] for rel in ys)
+
+    def gated_step(c, x):
+        on, x = x
+        env = run(c, x, {}, [j for j in range(len(body)) if j not in gated])
+        made = [rel for rel in (*carry, *ys) if rel[0] in gated]
+
+        def on_branch(c, x, env):
+            env = run(c, x, dict(env), gated)
+            return tuple(env[rel] for rel in made)
+
+        shapes = jax.eval_shape(on_branch, c, x, env)
+
+        def off_branch(c, x, env):
+            return tuple(c[carry.index(rel)] if rel in carry else jnp.zeros(sd.shape, sd.dtype)
+                         for rel, sd in zip(made, shapes))
+        env.update(zip(made, jax.lax.cond(on, on_branch, off_branch, c, x, env)))
         return tuple(env[rel] for rel in carry), tuple(env[rel] for rel in ys)
 
     try:
-        final, stacked = jax.lax.scan(step, tuple(init), tuple(xs), length=length)
+        if gated is not None:
+            final, stacked = jax.lax.scan(gated_step, tuple(init), (live, tuple(xs)), length=length)
+        else:
+            final, stacked = jax.lax.scan(step, tuple(init), tuple(xs), length=length)
     except TypeError:  # a carry whose type the body changes (a weakly typed Python-float start): unroll
         final, rows = tuple(init), []
         for i in range(length):
