@@ -188,6 +188,8 @@ class Compiled:
                 else:
                     with watch:
                         result = self.fn(*args, **kwargs)
+            if cap.padding is not None:
+                cap.padding.let_go()
             plan = self._plan(cap, result, args)
             if cap.padding is not None:   # (a padded value left alive stops padding: ``compile.padding``)
                 cap.padding.finish(plan, result)

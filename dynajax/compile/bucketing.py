@@ -103,6 +103,12 @@ def declared(sig, spec: dict, args: tuple, kwargs: dict, avoid=frozenset()):
                 raise IndexError(f"dynajax.compile: dynamic[{name!r}] declares dim {d}, but {name!r} has shape "
                                  f"{list(shape)}")
             found.append(((name, d % len(shape)), shape[d % len(shape)], sizes))
+    return bound, assign(found, avoid)
+
+
+def assign(found: list, avoid=frozenset()) -> list:
+    """``[(key, true size, padded size)]`` of ``found`` = ``[(key, true size, its buckets)]`` (the rules of
+    :func:`declared`)."""
     specs_of: dict = {}   # true size -> the bucket sizes of every dim of that size (in order of appearance)
     for _, n, sizes in found:
         specs_of.setdefault(n, []).append(sizes)
@@ -116,7 +122,7 @@ def declared(sig, spec: dict, args: tuple, kwargs: dict, avoid=frozenset()):
             # hidden size of 128, to 256 ran an RNN loop over 256 steps for a length of 45)
             b = b + 1 if b in avoid else max(bucket(b + 1, sizes) for sizes in specs)
         padded_of[n] = b
-    return bound, [(key, n, padded_of[n]) for key, n, _ in found]
+    return [(key, n, padded_of[n]) for key, n, _ in found]
 
 
 def pad_call(bound, dims_of: list, sizes: tuple, pad: dict | None = None):
@@ -175,7 +181,12 @@ class Sizes:
     throughput of the step) times the fraction of padded work, an overestimate where padding is
     cheap (recurrent layers skip padded steps). Padding is a no-op on results only where the step
     masks it (see the module docstring), so a call's result may vary with which sizes it ran at
-    exactly where padding leaks into it."""
+    exactly where padding leaks into it.
+
+    A call that fits no compiled sizes compiles the buckets of the largest true sizes seen so far
+    rather than its own: a compile is due either way, and one that covers the sizes already met
+    saves the next compiles while padding stays cheap (loops over a padded length skip it,
+    ``compile.rolling``); a step for which it is not cheap buys its own buckets by the rule above."""
 
     def __init__(self, keep: int = 64) -> None:
         self.keep = keep                        # sizes remembered: the step's executable cache size
@@ -185,8 +196,10 @@ class Sizes:
         self.last: float | None = None          # start of the previous call, if it compiled nothing
         self.start = 0.0                        # start of the current call
 
-    def choose(self, dims_of: list, compile_cost: float) -> tuple:
-        """The padded sizes of a call with declared dims ``dims_of`` (see :func:`declared`)."""
+    def choose(self, dims_of: list, compile_cost: float, wide: tuple | None = None) -> tuple:
+        """The padded sizes of a call with declared dims ``dims_of`` (see :func:`declared`); ``wide``: the
+        sizes that would fit the largest true sizes seen so far, compiled instead of the own ones when
+        nothing compiled fits the call."""
         now = time.perf_counter()
         if self.last is not None:
             self.gaps.append(now - self.last)
@@ -198,7 +211,7 @@ class Sizes:
         true = [n for _, n, _ in dims_of]
         fits = [c for c, ks in self.ran.items() if ks == names and _fits(c, true)]
         if not fits:
-            return own
+            return wide if wide is not None and _fits(wide, true) else own
         best = min(fits, key=lambda c: _work(c, true))
         gap = statistics.median(self.gaps) if self.gaps else 0.0
         debt = self.debt.get(own, 0.0) + gap * (1 - _work(own, true) / max(_work(best, true), 1))
@@ -289,6 +302,8 @@ class Padder:
         self.stopped: str | None = None
         self.avoid: set = set()      # sizes of the step's other inputs, which buckets skip
         self.seen: dict = {}         # auto: (argument, dim) -> the sizes it had
+        self.peak: dict = {}         # (argument, dim) -> the largest true size of a padded call
+        self.paid: list = []         # (seconds, loaded from the disk cache) of each padded call that compiled
         self.last = None             # auto: the last unpadded call's argument shapes
 
     keys = None   # the compiled step's cache (set by it): its recordings' keys
@@ -322,9 +337,20 @@ class Padder:
                 return False   # a *args tensor: not nameable by dynamic=
             self.spec.setdefault(name, {})[d] = GEOMETRIC
             self.seen.setdefault((name, d), set()).update((a, b))
+            self.peak[(name, d)] = max(a, b, self.peak.get((name, d), 0))
         for v in self.seen.values():
             self.avoid -= v
         return True
+
+    def price(self) -> float:
+        """What compiling new sizes is expected to cost, in seconds: the mean of this step's compiles that
+        were not loaded from the on-disk cache. Where all were loaded (a script's second run), a new size
+        will not be, and its compile costs the XLA compile that loading skipped: taken as 5x a load's time
+        (on CPU, XLA compiled a recurrent step in 5-7x the time its trace and load took)."""
+        built = [t for t, loaded in self.paid if not loaded]
+        if built:
+            return statistics.fmean(built)
+        return 5 * statistics.fmean(t for t, _ in self.paid) if self.paid else 0.0
 
     def went_dynamic(self) -> list:
         return [f"{n} dim {d}" for n, dims in self.spec.items() for d in dims]
@@ -334,9 +360,12 @@ class Padder:
         st = compiled.stats
         sig = self.sig or inspect.signature(self.fn)
         bound, dims_of = declared(sig, self.spec, args, kwargs, self.avoid)
-        sizes = self.sizes.choose(dims_of, st.compile_time / st.compiles if st.compiles else 0.0)
+        wide = tuple(b for _, _, b in assign([(k, max(n, self.peak.get(k, n)), self.spec[k[0]][k[1]])
+                                              for k, n, _ in dims_of], self.avoid))
+        sizes = self.sizes.choose(dims_of, self.price(), wide)
         pargs, pkwargs, grown = pad_call(bound, dims_of, sizes)
         hits, compiles, nreasons = st.cache_hits, st.compiles, len(st.recompile_reasons)
+        spent, loads = st.compile_time, st.cache_loads
         # (a call of a bucket that replays runs without its Python: its masks come from the recipes of the
         # recording's, ``padding.SizeMask``, made for this call's true sizes)
         try:
@@ -353,6 +382,10 @@ class Padder:
         if getattr(pc, "padding", None) is not None:
             self.avoid |= pc.padding.other_sizes() - {n for _, n, _ in dims_of}
         self.sizes.done(dims_of, sizes, st.compiles > compiles)
+        if st.compiles > compiles:
+            self.paid.append((st.compile_time - spent, st.cache_loads > loads))
+        for k, n, _ in dims_of:
+            self.peak[k] = max(n, self.peak.get(k, n))
         st.dynamic_dims = self.went_dynamic()
         if len(st.recompile_reasons) > nreasons:
             st.recompile_reasons[-1] += (f" (padded dims {', '.join(f'{k[0]} dim {k[1]}' for k, _, _ in dims_of)}"

@@ -206,6 +206,12 @@ class Padding:
     def stop(self) -> None:
         self._engine.run_backward = self._saved
 
+    def let_go(self) -> None:
+        """Once the step has returned: drop the mask tensors (keeping which vars had one), so that only
+        the step's own tensors stay alive to become the executable's outputs (a mask per position of a
+        loop's length made ~130 of them)."""
+        self.masks = dict.fromkeys(self.masks)
+
     # ------------------------------------------------------------ recording
     def mask(self, a):
         if isinstance(a, Tensor):
