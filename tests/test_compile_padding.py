@@ -327,6 +327,39 @@ def test_the_state_after_a_loop_over_a_padded_length_stops_padding():
     assert "taken at one position of a padded dim" in comp.stats.padding_stopped
 
 
+def test_a_padded_recording_returns_only_what_the_step_keeps():
+    """The masks of a padded recording (one per position a loop reads) are the analysis's, not the step's:
+    the padded executable has the outputs of the unpadded one."""
+    comps = {}
+    for dynamic in (False, None):
+        comps[dynamic] = _train(_CellLoop, _seq_batches([5, 9, 4, 7]), lambda m, x, y: m(x, y), dynamic=dynamic)
+    assert comps[None].stats.dynamic_dims and comps[None].stats.padding_stopped is None
+    assert comps[None].stats.compiled_outputs == comps[False].stats.compiled_outputs > 0
+
+
+def test_a_call_that_must_compile_covers_the_largest_size_seen():
+    """The automatic policy: a call that fits no compiled bucket compiles the bucket of the largest size met so
+    far, so later sizes up to it reuse that executable instead of compiling their own buckets."""
+    a = dj.compile(lambda x: (x * x).sum())
+    sizes = [40, 10, 20, 30, 50, 12]
+    for n in sizes:
+        x = np.arange(n, dtype=np.float32) / 7
+        np.testing.assert_allclose(a(dj.tensor(x)).item(), float((x * x).sum()), rtol=1e-5)
+    # 40 at its own size, then 10 in the bucket of 40 (64), which every later size fits: 20, 30 and 12 run in
+    # it although their own buckets are smaller
+    assert a.stats.compiles == 2 and a.stats.bucket_hits == 4 and a.stats.bucket_reuses == 3
+
+
+def test_the_bucket_price_counts_compiles_not_disk_loads():
+    from dynajax.compile.bucketing import Padder
+    p = Padder(lambda x: x, auto=True)
+    assert p.price() == 0.0
+    p.paid += [(0.2, True), (0.4, True)]
+    assert p.price() == pytest.approx(5 * 0.3)     # only loads: a new size would compile
+    p.paid.append((2.0, False))
+    assert p.price() == pytest.approx(2.0)
+
+
 def test_dynamic_false_turns_the_automatic_policy_off():
     c = dj.compile(lambda x: x.sum(), dynamic=False)
     for n in (3, 4, 5):

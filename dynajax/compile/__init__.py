@@ -80,6 +80,7 @@ class CompileStats:
     recorded_ops: int = 0         # ops in the last recording
     rolled_loops: int = 0         # runs of identical segments compiled as one lax.scan (all compiles)
     compiled_ops: int = 0         # ops in the last compiled graph, after rolling
+    compiled_outputs: int = 0     # outputs of the last compiled graph: the values the step left in live tensors
     bucket_hits: int = 0          # calls padded to a bucket (``dynamic=``) that reused an executable
     bucket_reuses: int = 0        # of those, calls run in a larger bucket than their own, which had none yet
     speculated: int = 0           # calls whose results came from the executable dispatched before capture
@@ -311,6 +312,7 @@ class Compiled:
             eqns = _checks.guard(eqns, plan.outs)
         st.rolled_loops += len(self.last_loops)
         st.compiled_ops = len(eqns)
+        st.compiled_outputs = len(plan.outs)
         run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
         # inputs placed on one device: jit keys its own cache on which arguments are committed, and the
         # step's state turns committed after the first call (its arrays are then outputs), which would
