@@ -488,3 +488,37 @@ def test_a_bucketed_step_speculates_across_lengths_of_one_bucket():
     compiled = _bucketed_gru_lm_matches_torch((9, 12, 16, 10, 11, 14), seed=1, speculate=True)
     st = compiled.stats
     assert st.compiles == 1 and st.speculated == 4 and st.speculation_misses == 0
+
+
+def test_a_loop_over_positions_infers_the_slice_shape_once(monkeypatch):
+    """``x[:, t]`` for every ``t`` (and its backward) is one op whose result shape does not depend on ``t``:
+    recording the loop infers that shape once per input shape, not once per position."""
+    import importlib
+    capture = importlib.import_module("dynajax.compile.capture")
+    inferred = collections.Counter()
+    real = capture.shapes_of
+
+    def counting(fn, *a):
+        inferred[fn.__name__] += 1
+        return real(fn, *a)
+    monkeypatch.setattr(capture, "shapes_of", counting)
+    w = dj.tensor(np.linspace(-1, 1, 7, dtype=np.float32), requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        acc = dj.zeros(x.shape[0])
+        for t in range(x.shape[1]):
+            acc = acc + x[:, t] * w[t % 7]
+        loss = acc.pow(2).sum()
+        loss.backward()
+        return loss
+    x = np.random.default_rng(0).standard_normal((3, 41)).astype(np.float32)
+    got = dj.compile(step, roll=False)(dj.tensor(x)).item()
+    gw = w.grad.numpy().copy()
+    tw = torch.tensor(np.linspace(-1, 1, 7, dtype=np.float32), requires_grad=True)
+    tx = torch.from_numpy(x)
+    want = sum(tx[:, t] * tw[t % 7] for t in range(41)).pow(2).sum()
+    want.backward()
+    assert_close(got, want.item(), rtol=1e-5)
+    assert_close(gw, tw.grad.numpy(), rtol=1e-5)
+    assert inferred["_index_impl"] <= 2 and inferred["_index_backward"] <= 2, inferred

@@ -50,6 +50,22 @@ def _backward_router():
     return BackwardByVJP
 
 
+def shape_key(fn, params: dict, pkey: tuple) -> tuple:
+    """(params, their key) under which the shapes of ``fn``'s results are memoised: an impl's
+    ``shape_params`` makes equal the params its result's shape does not depend on (the position ``t`` of
+    ``x[:, t]``), so that a loop over positions infers the shape once."""
+    shaped = getattr(fn, "shape_params", None)
+    if shaped is None:
+        return params, pkey
+    sparams = shaped(params)
+    return sparams, (pkey if sparams is params else tuple(sparams.items()))
+
+
+def known_shapes(fn, params: dict, pkey: tuple, avals: tuple):
+    """The memoised (single?, ((shape, dtype), ...)) of ``fn`` on inputs ``avals``, or None."""
+    return _SHAPES.get((fn, shape_key(fn, params, pkey)[1], avals))
+
+
 def shapes_of(fn, params: dict, pkey: tuple, avals: tuple, args: list):
     """Output (single?, ((shape, dtype), ...)) of ``fn(*args, **params)``, memoised on the avals.
 
@@ -309,10 +325,11 @@ class Capture:
         for the shape memo's first call); returns (single output?, out Syms)."""
         pkey = tuple(params.items()) if params else ()
         avals = tuple(avals)
-        hit = _SHAPES.get((fn, pkey, avals))
+        sparams, skey = shape_key(fn, params, pkey)
+        hit = _SHAPES.get((fn, skey, avals))
         if hit is None:
             evals = [Sym(av[0], av[1], r) if type(r) is int and r >= 0 else a for a, r, av in zip(args, refs, avals)]
-            hit = shapes_of(fn, params, pkey, avals, evals)
+            hit = shapes_of(fn, sparams, skey, avals, evals)
         n = self.nvars
         outs = hit[1]
         self.nvars = n + len(outs)

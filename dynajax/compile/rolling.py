@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..ops.index import _index_backward as _index_backward_op, _index_impl
-from .capture import _SHAPES
+from .capture import known_shapes
 
 _index_backward = _index_backward_op.impl
 
@@ -99,7 +99,7 @@ def _signatures(eqns, keys, in_vars, in_avals, scalars):
     out = []
     for i, ((fn, params, refs, ovars), (key_fn, pkey, _)) in enumerate(zip(eqns, keys)):
         a = tuple((av[r] if r >= 0 else type(scalars[-r - 1])) if type(r) is int else r for r in refs)
-        hit = _SHAPES.get((fn, pkey, a))
+        hit = known_shapes(fn, params, pkey, a)
         if hit is None:
             for v in ovars:
                 av[v] = ("unknown", v)

@@ -302,6 +302,18 @@ def _put(x, v, idx, basic, dims, accumulate):
     return x.at[_jidx(basic)].set(sub) if basic else sub
 
 
+def _any_position(params: dict) -> dict:
+    """``params`` of an index op with each integer of its key made 0: where the key takes one position of a
+    dim, the result's shape does not depend on which (the key was bounds-checked when parsed). A recorded
+    step infers each op's result shape once per (op, params, input shapes); ``x[:, t]`` in a loop over
+    ``t`` then infers it once, not once per ``t`` (``compile.capture``)."""
+    basic = params.get("basic")
+    if not basic or not any(type(b) is int for b in basic):
+        return params
+    return {**params, "basic": tuple(0 if type(b) is int else b for b in basic)}
+
+
+_index_impl.shape_params = _any_position
 _slice = op("slice", backward_name="SliceBackward0")(_index_impl)  # basic keys: a view
 _index = op("index", backward_name="IndexBackward0")(_index_impl)  # advanced keys: a copy
 
@@ -309,6 +321,9 @@ _index = op("index", backward_name="IndexBackward0")(_index_impl)  # advanced ke
 @op("index_backward")
 def _index_backward(g, *idx, basic, dims, in_shape):
     return _put(jnp.zeros(in_shape, g.dtype), g, idx, basic, dims, True)
+
+
+_index_backward.impl.shape_params = _any_position
 
 
 @op("index_put")
