@@ -25,6 +25,15 @@ def _no_pending():
     _deferred.clear()
 
 
+@pytest.fixture(params=["select", "cond"])
+def gate(request, monkeypatch):
+    """Both ways a checked step keeps its updates from a bad step: selects (small state) and one cond."""
+    import importlib
+    checks = importlib.import_module("dynajax.compile.checks")
+    monkeypatch.setattr(checks, "COND_FROM", 0 if request.param == "cond" else 1 << 40)
+    return request.param
+
+
 def _snapshot(*tensors):
     return [np.array(t.detach().numpy()) for t in tensors]
 
@@ -101,7 +110,7 @@ def _state(model, opt):
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
 @pytest.mark.parametrize("bad", ["embedding", "target"])
-def test_a_bad_training_step_leaves_parameters_grads_and_optimizer_state_as_before(kw, bad):
+def test_a_bad_training_step_leaves_parameters_grads_and_optimizer_state_as_before(kw, bad, gate):
     model, opt = _lm()
 
     def step(idx, t, shift, tshift):
@@ -150,7 +159,7 @@ def test_ignore_index_is_no_out_of_range_target():
         f(idx, dj.tensor([0, -7, -1, 1])).item()
 
 
-def test_later_compiled_calls_change_nothing_and_one_of_them_raises():
+def test_later_compiled_calls_change_nothing_and_one_of_them_raises(gate):
     """Without a host read, the error surfaces at a later compiled call, at most ``_deferred.READ_EVERY``
     calls on, once the reports are computed (that call waits for no step; it reads one flag for all of
     them); every call from the bad one on changes nothing."""

@@ -309,7 +309,7 @@ class Compiled:
             eqns, nvars, self.last_loops = _rolling.roll(eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
                                                          nvars, plan.outs, gates)
         if cap.check_report is not None:   # the step's work conditional on its index checks
-            eqns = _checks.guard(eqns, plan.outs)
+            eqns = _checks.guard(eqns, plan.outs, cap.check_gated)
         st.rolled_loops += len(self.last_loops)
         st.compiled_ops = len(eqns)
         st.compiled_outputs = len(plan.outs)

@@ -125,6 +125,7 @@ class Capture:
         self.padding = None             # ``compile.padding.Padding`` of a padded call
         self.checks: list = []          # device checks of index values (``note_check``; ``compile.checks``)
         self.check_report = None        # and their report (``compile.checks.finish``)
+        self.check_gated = 0            # and the elements of the tensors gated on them
         self.grads_before: dict = {}    # id -> (tensor, the .grad it had) for grads reset to None (``dispatch.grad_reset``)
         self._saved = None
 

@@ -31,6 +31,7 @@ computes it), a scalar in and two small arrays out (``benchmarks/index_checks.py
 from __future__ import annotations
 
 import linecache
+import math
 import os
 import weakref
 
@@ -78,7 +79,14 @@ def _gate(poison, *pairs):
     return tuple(jnp.where(ok, a, b) for a, b in zip(pairs[:n], pairs[n:]))
 
 
-def guard(eqns: list, outs: tuple) -> list:
+# gated tensors holding fewer elements than this keep the gate's selects rather than a cond: XLA:CPU's
+# conditional costs ~50-90 us a call whatever its size, the selects cost with the state's size (measured,
+# Adam MLP steps: 16-16-16-4 select 172 / cond 224 us, 64-64-64-10 238 / 270 us, 128-128-128-10 348 / 306
+# us, 784-512-512-10 4.3 / 3.3 ms; the first two gate ~2K and ~37K elements, the third ~140K)
+COND_FROM = 1 << 16
+
+
+def guard(eqns: list, outs: tuple, gated: int = COND_FROM) -> list:
     """At compile time, the recorded ``eqns`` (rolled) with the updates of the gated tensors made conditional:
     the eqns that compute their new values (and nothing else reads) run last, inside one ``lax.cond`` on the
     poison after the step, whose false branch gives those tensors their old values instead.
@@ -87,7 +95,10 @@ def guard(eqns: list, outs: tuple) -> list:
     its select and must then copy every donated optimizer state buffer first, one tensor's old value being
     read by another's update; ~60% more for an Adam update on a CPU. Inside the cond they stay in place. Only
     the updates go there, not the forward and backward: XLA's CPU backend runs a convolution inside a
-    conditional several times slower.)"""
+    conditional several times slower.) ``gated``: the elements of the gated tensors, below ``COND_FROM``
+    the eqns stay as they are (the selects)."""
+    if gated < COND_FROM:
+        return eqns
     ri = next((k for k in range(len(eqns) - 1, -1, -1) if eqns[k][0] is _report), None)
     gi = next((k for k in range(len(eqns) - 1, -1, -1) if eqns[k][0] is _gate), None)
     if ri is None or gi is None or gi < ri:
@@ -229,6 +240,7 @@ def finish(cap) -> None:
             news.append(k)
             olds.append(sym)
             owners.append(g)
+    cap.check_gated = sum(math.prod(v.shape) for v in news)
     if news:
         _, gated = cap._record(_gate, _gate, {}, [after] + news + olds)
         for obj, s in zip(owners, gated):
