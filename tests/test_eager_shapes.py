@@ -38,10 +38,10 @@ def _bucketed(fn):
     return out, kc.stats["bucketed_calls"] - n0
 
 
-def test_buckets_are_at_most_one_and_a_half_apart():
+def test_buckets_are_powers_of_two():
     assert [kc.bucket(n) for n in (1, 2, 3, 5, 7, 9, 13, 17, 25, 37, 50, 200)] == \
-        [1, 2, 3, 6, 8, 12, 16, 24, 32, 48, 64, 256]
-    assert all(b2 <= 1.5 * b1 for b1, b2 in zip(kc.BUCKETS[1:], kc.BUCKETS[2:]))
+        [1, 2, 4, 8, 8, 16, 16, 32, 32, 64, 64, 256]
+    assert all(b2 == 2 * b1 for b1, b2 in zip(kc.BUCKETS, kc.BUCKETS[1:]))
 
 
 @pytest.mark.parametrize("n", ODD)
