@@ -208,6 +208,25 @@ def _unbind(vals, params):
     return n, lambda B: ([_pad_rows(v, B)], params, lambda out: tuple(out)[:n])
 
 
+# ops whose bucketed call is done on the host instead, with numpy (their arrays are in host memory here):
+# a kernel for them has one input or output per row, and XLA:CPU took ~250 ms to compile an unbind into
+# 64 rows (1.5 of the 3.5 s the GRU LM of benchmarks/eager_shapes.py spent compiling kernels)
+def _unbind_on_host(vals, params):
+    a = np.array(vals[0])   # (a copy: the rows must not alias the input's buffer, which a step may donate)
+    return tuple(jax.device_put(list(a)))
+
+
+def _stack_on_host(vals, params):
+    first = vals[0]
+    if any(type(v) is not type(first) or v.shape != first.shape or v.dtype != first.dtype
+           or getattr(v, "weak_type", False) for v in vals):
+        return None
+    return jax.device_put(np.stack([np.asarray(v) for v in vals]))
+
+
+_ON_HOST = {"unbind": _unbind_on_host, "stack": _stack_on_host}
+
+
 def _stack(vals, params):
     if params["dim"] != 0 or not vals or any(not hasattr(v, "shape") for v in vals):
         return None
@@ -339,6 +358,11 @@ def run_bucketed(op, fn, vals, params):
     if count == SETTLE:
         stats["settled_shapes"] += 1
     n, pad = got
+    host = _ON_HOST.get(op.name)
+    if host is not None:
+        out = host(vals, params)
+        if out is not None:
+            return out
     if n in _BUCKET_SET:
         return _kernel(op, params, vals)(*vals)
     pvals, pparams, finish = pad(bucket(n))

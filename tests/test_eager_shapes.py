@@ -117,7 +117,7 @@ def test_gru_cell_loop_lm_on_odd_lengths(T):
 
 
 def test_new_sizes_compile_only_the_bucket_kernels(monkeypatch):
-    """Sizes 9..12 share bucket 12: after the first of them, the others compile nothing. (From a clean
+    """Sizes 9..16 share bucket 16: after the first of them, the others compile nothing. (From a clean
     start: calls counted by earlier tests in the process could make a shape settle on its own kernel here,
     and the memory-mapping check could drop every kernel in the middle: both made this flaky.)"""
     from dynajax import _device
@@ -140,6 +140,24 @@ def test_new_sizes_compile_only_the_bucket_kernels(monkeypatch):
         step(n)
     assert xla_compiles() == c0
     assert kc.stats["bucketed_calls"] > b0
+
+
+@pytest.mark.parametrize("n", ODD)
+def test_unbind_and_stack_of_a_new_length_compile_no_kernel(n):
+    """A kernel for unbind or stack has one output or input per row (an unbind into 64 rows took ~250 ms to
+    compile): on a new length they run on the host, equal to PyTorch's, and compile nothing."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, 3, 2)).astype(np.float32)
+    x = to_dj(a)
+    c0 = xla_compiles()
+    rows = x.unbind(0)
+    back = dj.stack(list(rows))
+    assert xla_compiles() == c0
+    want = torch.from_numpy(a).unbind(0)
+    assert len(rows) == n
+    for r, w in zip(rows, want):
+        assert_close(r, w)
+    assert_close(back, torch.stack(want))
 
 
 def test_a_shape_that_keeps_coming_settles_on_its_own_kernel():
