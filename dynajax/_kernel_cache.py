@@ -3,7 +3,7 @@
 An eager op runs one XLA kernel per (op, static parameters, input shapes), and XLA:CPU takes ~10-30 ms
 to compile one. A loop whose batch size or sequence length changes every step would compile every op
 again at each new size. Instead, an op declared here, on a leading size ``n`` that is not a bucket size
-(1, 2, 4, 8, 16, ...: powers of two), runs on the bucket's kernel:
+(16, 32, 64, ...: powers of two from 16), runs on the bucket's kernel:
 
 - its inputs are padded on the host to the bucket ``B >= n`` (a copy, no compile; so this is on only
   where the arrays live in host memory: JAX's CPU backend, one device),
@@ -45,18 +45,24 @@ __all__ = ["bucket", "run_bucketed", "rule_for", "stats", "kernel_dir", "set_ker
 SETTLE = 32   # calls on one exact non-bucket shape after which the op compiles that shape's own kernel
 
 
+# rows a bucket has at least: below it an op's time is its dispatch, padding costs nothing, and the
+# buckets 1, 2, 4 and 8 compiled 74 of the 183 kernels of benchmarks/eager_shapes.py's MLP over batch
+# sizes 1..256 (XLA compile time 3.6 -> 2.3-2.8 s)
+MIN_BUCKET = 16
+
+
 def _make_buckets(top: int = 1 << 40) -> list:
     # powers of two: buckets 1.5x apart (16 up to 256, not 9) compiled 323 kernels where these compile 183
     # in benchmarks/eager_shapes.py's MLP over batch sizes 1..256 (first run 17.0 -> 13.2 s; the GRU LM over
     # lengths 10..50: 134 -> 77 kernels, 11.9 -> 8.6 s); the extra padded rows cost less than the compiles
-    return [1 << k for k in range(top.bit_length())]
+    return [1 << k for k in range(MIN_BUCKET.bit_length() - 1, top.bit_length())]
 
 
 BUCKETS = _make_buckets()
 
 
 def bucket(n: int) -> int:
-    """The smallest bucket size ``>= n`` (a power of two)."""
+    """The smallest bucket size ``>= n`` (a power of two, at least ``MIN_BUCKET``)."""
     return BUCKETS[bisect.bisect_left(BUCKETS, n)]
 
 
