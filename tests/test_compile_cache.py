@@ -92,3 +92,59 @@ def test_a_verified_first_call_counts_its_compile_once(cache_dir):
     got = f(dj.tensor(X[:3, :4])).item()
     np.testing.assert_allclose(got, np.tanh(X[:3, :4] ** 2).sum(), rtol=1e-5)
     assert 0 < f.stats.compile_time < 60 and f.stats.cache_loads == 0 and f.stats.compiles == 1
+
+
+# ---------------------------------------------------------------- the recorded ops' shapes kept with the cache
+def _modules():
+    import importlib
+    return importlib.import_module("dynajax.compile.capture"), importlib.import_module("dynajax.compile.cache")
+
+
+def _as_a_new_process():
+    """Forget the op shapes this process inferred or read (a new process has none in memory)."""
+    capture, disk = _modules()
+    capture._SHAPES.clear()
+    disk._SHAPE_STORE.clear()
+    disk._SHAPES_NEW.clear()
+
+
+def test_a_later_recording_reads_its_ops_shapes_from_the_cache(cache_dir, monkeypatch):
+    capture, disk = _modules()
+    dj.set_compile_cache(cache_dir)
+    _as_a_new_process()
+    first = _run(compiled=True)
+    assert [f for f in os.listdir(cache_dir) if f.startswith("dynajax-shapes-")] == \
+        [f"dynajax-shapes-{disk._source()}.pkl"]
+    _as_a_new_process()
+    inferred = []
+    monkeypatch.setattr(disk, "note_shape", lambda *a: inferred.append(a))   # called after each inference
+    loaded = disk.shape_stats["loaded"]
+    second = _run(compiled=True)
+    assert inferred == [] and disk.shape_stats["loaded"] > loaded
+    assert second[0] == first[0]
+    for a, b in zip(first[1], second[1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_torn_shapes_file_is_ignored_and_written_again(cache_dir):
+    _, disk = _modules()
+    dj.set_compile_cache(cache_dir)
+    path = cache_dir / f"dynajax-shapes-{disk._source()}.pkl"
+    path.write_bytes(b"not a pickle")
+    _as_a_new_process()
+    got, eager = _run(compiled=True), _run(compiled=False)
+    np.testing.assert_allclose(got[0], eager[0], rtol=1e-5, atol=1e-6)
+    import pickle
+    assert len(pickle.loads(path.read_bytes())) > 0
+
+
+def test_shapes_are_kept_only_under_names_every_process_shares():
+    _, disk = _modules()
+    from dynajax.ops.index import _index_impl
+    f32 = (((3, 4), np.dtype("float32")),)
+    basic = (("basic", ((None, None, None), 0)), ("dims", ()), ("in_shape", (3, 4)))
+    assert disk._shape_key(_index_impl, basic, f32) is not None
+    assert disk._shape_key(lambda x: x, (), f32) is None                          # no name outside this process
+    assert disk._shape_key(_index_impl, (("basic", object()),), f32) is None      # a param without a stable repr
+    from dynajax.ops.registry import OPS
+    assert disk._shape_key(OPS["add"].impl, (("dtype", np.dtype("float32")),), f32 + f32) is not None

@@ -327,6 +327,7 @@ class Compiled:
         # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
         st.compile_time -= t0
         st.cache_loads -= _compile_cache.loads()   # the first call compiles, or loads from the disk cache
+        _compile_cache.save_shapes()   # (what this recording learnt of its ops' shapes, for later processes)
         st.compiles += 1
         if self._replayer is not None:   # keys being replayed are in use: evict others first
             for e in self._replayer.entries.values():

@@ -33,7 +33,7 @@ from .._device import default_jax_device, numbers_on
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops import registry, views
-from . import padding as _padding
+from . import cache as _disk, padding as _padding
 from ..ops.dispatch import (Sym, _active, _array_type, _state, aval_of, current, is_array, is_recorded,  # noqa: F401
                            recorded_args, scalar_recipes, value_aval)
 
@@ -73,6 +73,13 @@ def shapes_of(fn, params: dict, pkey: tuple, avals: tuple, args: list):
     k = (fn, pkey, avals)
     r = _SHAPES.get(k)
     if r is None:
+        r = _SHAPES[k] = _infer(fn, params, pkey, avals, args)
+    return r
+
+
+def _infer(fn, params: dict, pkey: tuple, avals: tuple, args: list):
+    r = _disk.known_shape(fn, pkey, avals)   # (stored by an earlier process in the compile cache folder)
+    if r is None:
         dyn = [i for i, a in enumerate(args) if isinstance(a, (Sym, float, complex, np.generic))]
 
         def call(*dargs):
@@ -85,7 +92,8 @@ def shapes_of(fn, params: dict, pkey: tuple, avals: tuple, args: list):
         out = jax.eval_shape(call, *structs)
         single = not isinstance(out, (tuple, list))
         leaves = [out] if single else list(out)
-        r = _SHAPES[k] = (single, tuple((tuple(o.shape), np.dtype(o.dtype)) for o in leaves))
+        r = (single, tuple((tuple(o.shape), np.dtype(o.dtype)) for o in leaves))
+        _disk.note_shape(fn, pkey, avals, r)
     return r
 
 
