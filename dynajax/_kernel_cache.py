@@ -3,7 +3,7 @@
 An eager op runs one XLA kernel per (op, static parameters, input shapes), and XLA:CPU takes ~10-30 ms
 to compile one. A loop whose batch size or sequence length changes every step would compile every op
 again at each new size. Instead, an op declared here, on a leading size ``n`` that is not a bucket size
-(16, 32, 64, ...: powers of two from 16), runs on the bucket's kernel:
+(1, 2, 4, 8, 16, ...: powers of two), runs on the bucket's kernel:
 
 - its inputs are padded on the host to the bucket ``B >= n`` (a copy, no compile; so this is on only
   where the arrays live in host memory: JAX's CPU backend, one device),
@@ -45,10 +45,11 @@ __all__ = ["bucket", "run_bucketed", "rule_for", "stats", "kernel_dir", "set_ker
 SETTLE = 32   # calls on one exact non-bucket shape after which the op compiles that shape's own kernel
 
 
-# rows a bucket has at least: below it an op's time is its dispatch, padding costs nothing, and the
-# buckets 1, 2, 4 and 8 compiled 74 of the 183 kernels of benchmarks/eager_shapes.py's MLP over batch
-# sizes 1..256 (XLA compile time 3.6 -> 2.3-2.8 s)
-MIN_BUCKET = 16
+# rows a bucket has at least. 16 saved compiles where batch sizes vary over 1..256 (buckets 1, 2, 4 and 8
+# made 74 of the 183 kernels of benchmarks/eager_shapes.py's MLP; XLA compile 3.6 -> 2.3-2.8 s of a ~13 s
+# run), but a fixed small batch (8) then ran its first 32 steps padded, on host copies: a tiny MLP's eager
+# step took 3.5 ms instead of 0.85 ms until it settled. 1: a power-of-two size runs on its own kernel
+MIN_BUCKET = 1
 
 
 def _make_buckets(top: int = 1 << 40) -> list:

@@ -38,10 +38,10 @@ def _bucketed(fn):
     return out, kc.stats["bucketed_calls"] - n0
 
 
-def test_buckets_are_powers_of_two_from_16():
+def test_buckets_are_powers_of_two():
     assert [kc.bucket(n) for n in (1, 2, 3, 5, 7, 9, 13, 16, 17, 25, 37, 50, 200)] == \
-        [16, 16, 16, 16, 16, 16, 16, 16, 32, 32, 64, 64, 256]
-    assert kc.BUCKETS[0] == 16 and all(b2 == 2 * b1 for b1, b2 in zip(kc.BUCKETS, kc.BUCKETS[1:]))
+        [1, 2, 4, 8, 8, 16, 16, 16, 32, 32, 64, 64, 256]
+    assert kc.BUCKETS[0] == 1 and all(b2 == 2 * b1 for b1, b2 in zip(kc.BUCKETS, kc.BUCKETS[1:]))
 
 
 @pytest.mark.parametrize("n", ODD)
