@@ -211,8 +211,7 @@ def _unbind(vals, params):
     v = vals[0]
     if params["dim"] != 0 or getattr(v, "ndim", 0) < 1:
         return None
-    n = v.shape[0]
-    return n, lambda B: ([_pad_rows(v, B)], params, lambda out: tuple(out)[:n])
+    return v.shape[0], None   # (no bucket kernel: it runs on the host, ``_ON_HOST``)
 
 
 # ops whose bucketed call is done on the host instead, with numpy (their arrays are in host memory here):

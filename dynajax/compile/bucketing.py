@@ -196,10 +196,10 @@ class Sizes:
         self.last: float | None = None          # start of the previous call, if it compiled nothing
         self.start = 0.0                        # start of the current call
 
-    def choose(self, dims_of: list, compile_cost: float, wide: tuple | None = None) -> tuple:
-        """The padded sizes of a call with declared dims ``dims_of`` (see :func:`declared`); ``wide``: the
+    def choose(self, dims_of: list, compile_cost: float, wide=None) -> tuple:
+        """The padded sizes of a call with declared dims ``dims_of`` (see :func:`declared`); ``wide()``: the
         sizes that would fit the largest true sizes seen so far, compiled instead of the own ones when
-        nothing compiled fits the call."""
+        nothing compiled fits the call (asked only then)."""
         now = time.perf_counter()
         if self.last is not None:
             self.gaps.append(now - self.last)
@@ -211,7 +211,8 @@ class Sizes:
         true = [n for _, n, _ in dims_of]
         fits = [c for c, ks in self.ran.items() if ks == names and _fits(c, true)]
         if not fits:
-            return wide if wide is not None and _fits(wide, true) else own
+            w = wide() if wide is not None else None
+            return w if w is not None and _fits(w, true) else own
         best = min(fits, key=lambda c: _work(c, true))
         gap = statistics.median(self.gaps) if self.gaps else 0.0
         debt = self.debt.get(own, 0.0) + gap * (1 - _work(own, true) / max(_work(best, true), 1))
@@ -360,8 +361,9 @@ class Padder:
         st = compiled.stats
         sig = self.sig or inspect.signature(self.fn)
         bound, dims_of = declared(sig, self.spec, args, kwargs, self.avoid)
-        wide = tuple(b for _, _, b in assign([(k, max(n, self.peak.get(k, n)), self.spec[k[0]][k[1]])
-                                              for k, n, _ in dims_of], self.avoid))
+        def wide():
+            return tuple(b for _, _, b in assign([(k, max(n, self.peak.get(k, n)), self.spec[k[0]][k[1]])
+                                                  for k, n, _ in dims_of], self.avoid))
         sizes = self.sizes.choose(dims_of, self.price(), wide)
         pargs, pkwargs, grown = pad_call(bound, dims_of, sizes)
         hits, compiles, nreasons = st.cache_hits, st.compiles, len(st.recompile_reasons)

@@ -168,15 +168,24 @@ def _shape_key(fn, pkey: tuple, avals: tuple):
     return repr((name, pkey, avals))
 
 
+def _shapes_file(folder: str) -> str:
+    return os.path.join(folder, f"dynajax-shapes-{_source()}.pkl")
+
+
+def _read_shapes(folder: str) -> dict:
+    """The shapes stored in ``folder`` ({} where there are none yet, or the file is torn: inferred again)."""
+    try:
+        with open(_shapes_file(folder), "rb") as f:
+            got = pickle.load(f)
+        return got if isinstance(got, dict) else {}
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
+        return {}
+
+
 def _store(folder: str) -> dict:
     got = _SHAPE_STORE.get(folder)
     if got is None:
-        got = _SHAPE_STORE[folder] = {}
-        try:
-            with open(os.path.join(folder, f"dynajax-shapes-{_source()}.pkl"), "rb") as f:
-                got.update(pickle.load(f))
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
-            pass   # none yet, or torn: the shapes are inferred again
+        got = _SHAPE_STORE[folder] = _read_shapes(folder)
     return got
 
 
@@ -210,19 +219,13 @@ def save_shapes() -> None:
     new = _SHAPES_NEW.pop(folder, None) if folder is not None else None
     if not new:
         return
-    path = os.path.join(folder, f"dynajax-shapes-{_source()}.pkl")
+    merged = _read_shapes(folder)
+    merged.update(new)
     try:
-        merged = {}
-        try:
-            with open(path, "rb") as f:
-                merged.update(pickle.load(f))
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
-            pass
-        merged.update(new)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             pickle.dump(merged, f)
-        os.replace(tmp, path)
+        os.replace(tmp, _shapes_file(folder))
         shape_stats["written"] += len(new)
     except OSError:
         pass   # a read-only or vanished folder: the shapes are inferred again next time
