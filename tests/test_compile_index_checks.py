@@ -149,6 +149,66 @@ def test_a_bad_training_step_leaves_parameters_grads_and_optimizer_state_as_befo
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+def _bn_mlp():
+    dj.manual_seed(0)
+    # (no bias before the BatchNorm: its grad is rounding noise, which Adam scales up to the learning rate)
+    model = nn.Sequential(nn.Linear(5, 8, bias=False), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+    return model, dj.optim.Adam(model.parameters(), lr=0.05)
+
+
+def _bn_state(model, opt):
+    return _state(model, opt) + _snapshot(*model.buffers())
+
+
+def test_updates_selected_where_made_keep_a_bad_step_from_changing_anything(gate):
+    """The selects of a small step's gated state (``compile.checks._select_where_made``) go into the eqns
+    making the new values (the fused Adam update reads its moments selected), except for BatchNorm's
+    running statistics, updated in the forward before the loss's target check (they keep the gate at the
+    end), and a value the step also returns as it is: training matches eager, and a bad target changes
+    nothing, buffers included."""
+    from dynajax.compile import checks
+
+    made = []
+    real = checks._select_where_made
+
+    def spy(*a, **k):
+        out = real(*a, **k)
+        made.append(out)
+        return out
+    x = dj.tensor(np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32))
+    model, opt = _bn_mlp()
+    ref_model, ref_opt = _bn_mlp()
+    w = model[3].weight
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss, w.detach()   # (the updated weight, returned as the update made it)
+
+    ref = train_step(ref_model, ref_opt, F.cross_entropy)
+    f = dj.compile(step)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checks, "_select_where_made", spy)
+        for t in ([0, 1, 2, 3, 0, 1], [3, 3, 2, 1, 0, 0], [1, 2, 3, 0, 1, 2]):
+            loss, wd = f(x, dj.tensor(t))
+            np.testing.assert_allclose(loss.item(), ref(x, dj.tensor(t)).item(), rtol=1e-5)
+            np.testing.assert_allclose(wd.numpy(), ref_model[3].weight.detach().numpy(), rtol=1e-5, atol=1e-7)
+    for a, b in zip(_bn_state(model, opt), _bn_state(ref_model, ref_opt)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    if gate == "select":
+        kinds = [e[0] for e in made[0]]
+        assert checks._gated_eqn in kinds and checks._gate in kinds   # (both ways, in one step)
+    else:
+        assert not made
+    before = _bn_state(model, opt)
+    loss, _ = f(x, dj.tensor([0, 1, 4, 3, 0, 1]))
+    with pytest.raises(IndexError, match="Target 4 is out of bounds"):
+        loss.item()
+    assert _same(_bn_state(model, opt), before)
+
+
 def test_ignore_index_is_no_out_of_range_target():
     model, opt = _lm()
     f = dj.compile(train_step(model, opt, lambda out, y: F.cross_entropy(out.reshape(-1, 4), y, ignore_index=-7)))

@@ -79,26 +79,22 @@ def _gate(poison, *pairs):
     return tuple(jnp.where(ok, a, b) for a, b in zip(pairs[:n], pairs[n:]))
 
 
-# gated tensors holding fewer elements than this keep the gate's selects rather than a cond: XLA:CPU's
-# conditional costs ~50-90 us a call whatever its size, the selects cost with the state's size (measured,
-# Adam MLP steps: 16-16-16-4 select 172 / cond 224 us, 64-64-64-10 238 / 270 us, 128-128-128-10 348 / 306
-# us, 784-512-512-10 4.3 / 3.3 ms; the first two gate ~2K and ~37K elements, the third ~140K)
-COND_FROM = 1 << 16
+# gated tensors holding fewer elements than this keep selects rather than a cond: XLA:CPU's conditional
+# costs ~50-90 us a call whatever its size, the selects cost with the state's size. Measured, Adam MLP steps,
+# selects made where each value is made (``_select_where_made``) against the cond, side by side:
+# 16-16-16-4 218 / 281 us, 128-128-128-10 328 / 343 us, 784-512-512-10 3.52 / 3.40 ms (~2M gated elements);
+# with the selects at the end of the step the last two were 348 / 306 us and 4.3 / 3.3 ms
+COND_FROM = 1 << 20
 
 
 def guard(eqns: list, outs: tuple, gated: int = COND_FROM) -> list:
-    """At compile time, the recorded ``eqns`` (rolled) with the updates of the gated tensors made conditional:
-    the eqns that compute their new values (and nothing else reads) run last, inside one ``lax.cond`` on the
-    poison after the step, whose false branch gives those tensors their old values instead.
-
-    (The gate's own impl, a select of new and old value per tensor, costs more: XLA fuses each update into
-    its select and must then copy every donated optimizer state buffer first, one tensor's old value being
-    read by another's update; ~60% more for an Adam update on a CPU. Inside the cond they stay in place. Only
-    the updates go there, not the forward and backward: XLA's CPU backend runs a convolution inside a
-    conditional several times slower.) ``gated``: the elements of the gated tensors, below ``COND_FROM``
-    the eqns stay as they are (the selects)."""
-    if gated < COND_FROM:
-        return eqns
+    """At compile time, the recorded ``eqns`` (rolled) with the updates of the gated tensors made conditional.
+    ``gated``: the elements of the gated tensors; below ``COND_FROM`` each gets a select where it is made
+    (:func:`_select_where_made`). From there on, the eqns that compute their new values (and nothing else
+    reads) run last, inside one ``lax.cond`` on the poison after the step, whose false branch gives those
+    tensors their old values instead: the selects cost with the state's size, the cond ~50-90 us a call on a
+    CPU. Only the updates go into the cond, not the forward and backward: XLA's CPU backend runs a
+    convolution inside a conditional several times slower."""
     ri = next((k for k in range(len(eqns) - 1, -1, -1) if eqns[k][0] is _report), None)
     gi = next((k for k in range(len(eqns) - 1, -1, -1) if eqns[k][0] is _gate), None)
     if ri is None or gi is None or gi < ri:
@@ -117,6 +113,8 @@ def guard(eqns: list, outs: tuple, gated: int = COND_FROM) -> list:
             continue
         need.add(k)
         stack.extend(prod[r] for r in eqns[k][2] if type(r) is int and r >= 0 and r in prod)
+    if gated < COND_FROM:
+        return _select_where_made(eqns, ri, gi, prod, need, set(outs))
     gate = eqns[gi]
     n = (len(gate[2]) - 1) // 2
     news, olds = list(gate[2][1:1 + n]), list(gate[2][1 + n:])
@@ -143,6 +141,101 @@ def guard(eqns: list, outs: tuple, gated: int = COND_FROM) -> list:
               "results": tuple(results)}
     rest = [e for k, e in enumerate(eqns) if k not in body and k != gi]
     return rest + [(_guarded, params, (gate[2][0],) + tuple(free), tuple(gate[3]) + tuple(results))]
+
+
+def _select_where_made(eqns: list, ri: int, gi: int, prod: dict, need: set, outs: set) -> list:
+    """``guard`` below ``COND_FROM``: each gated value selected inside the eqn that makes it, right where it is
+    made (:func:`_gated_eqn`), the report moved up to right after its checks; the values that cannot be
+    (an eqn the report itself needs, a value the step also returns as it is) keep the gate at the end.
+
+    Selected at the end, a fused optimizer update's new moment had two readers in XLA's graph, its own select
+    and the parameter's update inside the same op: XLA fused the moment's arithmetic into both, so the old
+    moment buffer, donated and written in place by one, was still read by the other, and XLA copied every
+    such buffer first (12 copies of a 3-layer Adam MLP's 25 state arrays). Selected where it is made, the
+    parameter's update reads the selected moment, which is materialized once, in place. Where the checks
+    failed every update in the op reads old values, and every result of the step is discarded anyway."""
+    gate, rep = eqns[gi], eqns[ri]
+    n = (len(gate[2]) - 1) // 2
+    after, news, olds = gate[2][0], gate[2][1:1 + n], gate[2][1 + n:]
+    at = max((prod[r] for r in rep[2] if type(r) is int and r >= 0 and r in prod), default=-1)
+    by_eqn: dict = {}   # eqn index -> [(output position, old, gated var)]
+    rest = []           # (new, old, gated var) left to the gate at the end
+    for new, old, out in zip(news, olds, gate[3]):
+        k = prod.get(new)
+        if k is None or k <= at or k in need or new in outs:
+            rest.append((new, old, out))
+            continue
+        by_eqn.setdefault(k, []).append((eqns[k][3].index(new), old, out))
+    if not by_eqn:
+        return eqns
+    renamed = {eqns[k][3][i]: out for k, picks in by_eqn.items() for i, _, out in picks}
+    result = [rep] if at < 0 else []
+    for k, e in enumerate(eqns):
+        if k == ri or k == gi:
+            continue
+        fn, params, refs, ovars = e
+        if any(type(r) is int and r in renamed for r in refs):
+            refs = tuple(renamed.get(r, r) if type(r) is int else r for r in refs)
+        picks = by_eqn.get(k)
+        if picks is not None:
+            ovars = list(ovars)
+            for i, _, out in picks:
+                ovars[i] = out
+            params = {"fn": fn, "params": params, "nref": len(refs), "which": tuple(i for i, _, _ in picks)}
+            fn, refs, ovars = _gated_eqn, refs + (after,) + tuple(old for _, old, _ in picks), tuple(ovars)
+        result.append((fn, params, refs, ovars))
+        if k == at:
+            result.append(rep)
+    if rest:
+        result.append((_gate, {}, (after,) + tuple(renamed.get(x, x) for x, _, _ in rest) +
+                       tuple(o for _, o, _ in rest), tuple(v for _, _, v in rest)))
+    return result
+
+
+def _gated_eqn(*vals, fn, params, nref, which):
+    """``fn(*vals[:nref], **params)`` with its outputs at positions ``which`` selected, where they are made
+    inside ``fn``, between the new value (the poison ``vals[nref]`` clear) and the old one (the values after
+    it): ``fn`` is traced to a jaxpr and evaluated with each such output replaced by its select as soon as
+    it is computed, so ``fn``'s own later uses of it read the selected value."""
+    from jax.extend.core import Literal
+    args, ok, olds = list(vals[:nref]), vals[nref] == 0, vals[nref + 1:]
+    dyn = [i for i, a in enumerate(args) if isinstance(a, jax.Array)]
+
+    def call(*arrays):
+        full = list(args)
+        for i, a in zip(dyn, arrays):
+            full[i] = a
+        return fn(*full, **params)
+    closed, shape = jax.make_jaxpr(call, return_shape=True)(*[args[i] for i in dyn])
+    jaxpr, single = closed.jaxpr, not isinstance(shape, (tuple, list))
+    old_of = {}
+    for i, old in zip(which, olds):
+        v = jaxpr.outvars[i]
+        if not isinstance(v, Literal):
+            old_of.setdefault(v, old)
+    env = dict(zip(jaxpr.constvars, closed.consts))
+
+    def put(v, x):
+        old = old_of.pop(v, None)
+        env[v] = x if old is None else jnp.where(ok, x, old)
+    for v, a in zip(jaxpr.invars, [args[i] for i in dyn]):
+        put(v, a)
+    for v in jaxpr.constvars:
+        if v in old_of:
+            put(v, env[v])
+    read = lambda v: v.val if isinstance(v, Literal) else env[v]   # noqa: E731
+    for eqn in jaxpr.eqns:
+        bound = eqn.primitive.get_bind_params(eqn.params)   # (params; older JAX: (subfuns, params))
+        subfuns, bound = bound if isinstance(bound, tuple) else ((), bound)
+        with eqn.ctx.manager:
+            res = eqn.primitive.bind(*subfuns, *[read(v) for v in eqn.invars], **bound)
+        for v, x in zip(eqn.outvars, res if eqn.primitive.multiple_results else (res,)):
+            put(v, x)
+    out = [read(v) for v in jaxpr.outvars]
+    for i, old in zip(which, olds):   # (an output that is a literal: selected here)
+        if isinstance(jaxpr.outvars[i], Literal):
+            out[i] = jnp.where(ok, out[i], old)
+    return out[0] if single else tuple(out)
 
 
 def _guarded(poison, *vals, body, free, news, olds, results):
