@@ -197,6 +197,15 @@ def _kind_of(t) -> str:
     return k
 
 
+def _item(v, budget, depth, floats):
+    """``fingerprint`` of an item of a list or dict, a scalar's without the call (an optimizer's param groups
+    are read on every guarded call: their lr, betas, eps, flags)."""
+    t = type(v)
+    if _KIND.get(t) == "s":
+        return (t, v == 0, v < 0) if t is float and not floats else (t, v)
+    return fingerprint(v, budget, depth, floats)
+
+
 def fingerprint(v, budget: list | None = None, depth: int = 0, floats: bool = True):
     """A comparable summary of ``v``: equal fingerprints mean the step's Python reads the same values from it
     (see the module docstring). ``floats=False``: floats by type, zero and sign only (an optimizer's options).
@@ -219,9 +228,9 @@ def fingerprint(v, budget: list | None = None, depth: int = 0, floats: bool = Tr
         ids = [id(x) for x in v if _KIND.get(type(x)) == "i"]
         if len(ids) == len(v):   # (the usual list: an optimizer's params, by identity, as the loop below would)
             return (t, tuple(ids))
-        return (t, tuple([fingerprint(x, budget, d, floats) for x in v]))
+        return (t, tuple([_item(x, budget, d, floats) for x in v]))
     if k == "d":
-        return (t, tuple([(x, fingerprint(y, budget, d, floats)) for x, y in v.items()]))
+        return (t, tuple([(x, _item(y, budget, d, floats)) for x, y in v.items()]))
     if k == "set":
         return (t, frozenset(v) if all(type(x) in _SCALARS for x in v) else tuple(sorted(map(id, v))))
     if k == "f":
