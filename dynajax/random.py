@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._device import cuda, host_made
+from ._device import cuda, host_made, host_put
 from ._dtype import x64 as _x64
 from ._tensor import _make
 from .ops import registry
@@ -153,7 +153,7 @@ def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
     n = math.prod(shape)
     if kind in _ELEMENTWISE and _drawn_in_bulk(key, a, b, (kind, shape, dtype), n):   # (a cut one is none)
         m = 1 << max(16, (n - 1).bit_length())
-        return jax.device_put(np.asarray(_sample(key, a, b, kind=kind, shape=(m,), dtype=dtype))[:n].reshape(shape))
+        return host_put(np.asarray(_sample(key, a, b, kind=kind, shape=(m,), dtype=dtype))[:n].reshape(shape))
     return _sample(key, a, b, kind=kind, shape=shape, dtype=dtype)
 
 

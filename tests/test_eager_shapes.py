@@ -230,3 +230,28 @@ def test_eager_kernels_are_dropped_near_the_memory_mapping_limit(monkeypatch):
     want = (np.exp(x.astype(np.float64)) * 3).sum(1)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
     np.testing.assert_allclose(again.numpy(), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "float16", "int64", "float64", "complex64"])
+@pytest.mark.parametrize("x64", [False, True])
+def test_host_put_makes_what_device_put_makes(dtype, x64):
+    """``_device.host_put`` (the padded and sliced arrays of bucketed eager ops, ``tensor()`` of host data)
+    skips ``jax.device_put``'s Python path: the same array, dtype (narrowed as device_put narrows it with
+    JAX's 64-bit types off), placement and commitment, and values, before and after the numpy array it was
+    made from changes (whether or not device_put copied it, host_put does the same)."""
+    import contextlib
+
+    import jax
+    from dynajax._device import host_put
+    from dynajax._dtype import x64 as in_x64
+
+    a = (np.arange(24).reshape(4, 6) % 5).astype(dtype)
+    view = a[1:3]
+    with (in_x64() if x64 else contextlib.nullcontext()):
+        got, want = host_put(view), jax.device_put(view)
+    assert type(got) is type(want)
+    assert (got.shape, got.dtype, got.committed, got.sharding) == (want.shape, want.dtype, want.committed,
+                                                                    want.sharding)
+    np.testing.assert_array_equal(np.asarray(got), view.astype(want.dtype))
+    a[:] = 0
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype, _sizes, random
-from .._device import default_jax_device, host_made, names, put
+from .._device import default_jax_device, host_made, host_put, names, put
 from .._lru import lru_get
 from .dispatch import Sym, current
 from .._tensor import Tensor, _make, method, upcall
@@ -126,7 +126,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
             t._remake = functools.partial(_kept_array, host)   # where a speculative run finds it next call
             return t
         # device_put, not jnp.asarray: that compiles a small kernel for every new shape
-        value = jax.device_put(host)
+        value = host_put(host)
     return _finish(value, device, requires_grad)
 
 
@@ -629,7 +629,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
                   pin_memory: bool = False) -> Tensor:
     """``empty(size)``: JAX arrays have no strides, so ``stride`` only has to match ``size`` in length."""
     if len(stride) != len(size):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError("mismatch in length of strides and shape")
     return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
