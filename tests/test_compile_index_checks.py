@@ -209,6 +209,29 @@ def test_updates_selected_where_made_keep_a_bad_step_from_changing_anything(gate
     assert _same(_bn_state(model, opt), before)
 
 
+@pytest.mark.parametrize("poison", [0, 1])
+def test_an_eqn_gated_where_it_makes_its_values(poison):
+    """``checks._gated_eqn``: the outputs it gates are the new values where the poison is clear, each one's own
+    old value where it is set (one array returned at two gated positions, an input returned as it is, a
+    constant); the others are what the function computes, reading the gated values."""
+    import jax
+    import jax.numpy as jnp
+    from dynajax.compile import checks
+
+    def fn(a, b, scale):
+        m = a * scale
+        return m, m, b, m + 1, jnp.float32(2)
+    a, b = jnp.arange(3, dtype=jnp.float32), jnp.full(3, 7.0, jnp.float32)
+    olds = [jnp.full(3, -1.0), jnp.full(3, -2.0), jnp.full(3, -3.0), jnp.float32(-4)]
+    out = jax.jit(lambda *v: checks._gated_eqn(*v, fn=fn, params={}, nref=3, which=(0, 1, 2, 4)))(
+        a, b, 3.0, jnp.int32(poison), *olds)
+    m = np.asarray(a) * 3
+    want = [m, m, np.asarray(b), m + 1, 2.0] if poison == 0 else [-1.0, -2.0, -3.0, olds[0] + 1, -4.0]
+    assert len(out) == 5
+    for got, w in zip(out, want):
+        np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(np.asarray(w), np.shape(got)))
+
+
 def test_ignore_index_is_no_out_of_range_target():
     model, opt = _lm()
     f = dj.compile(train_step(model, opt, lambda out, y: F.cross_entropy(out.reshape(-1, 4), y, ignore_index=-7)))

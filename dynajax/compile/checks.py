@@ -208,11 +208,13 @@ def _gated_eqn(*vals, fn, params, nref, which):
         return fn(*full, **params)
     closed, shape = jax.make_jaxpr(call, return_shape=True)(*[args[i] for i in dyn])
     jaxpr, single = closed.jaxpr, not isinstance(shape, (tuple, list))
-    old_of = {}
+    old_of, late = {}, []   # late: outputs selected at the end (a literal; a var another output selects too)
     for i, old in zip(which, olds):
         v = jaxpr.outvars[i]
-        if not isinstance(v, Literal):
-            old_of.setdefault(v, old)
+        if isinstance(v, Literal) or v in old_of:
+            late.append((i, old))
+        else:
+            old_of[v] = old
     env = dict(zip(jaxpr.constvars, closed.consts))
 
     def put(v, x):
@@ -232,9 +234,8 @@ def _gated_eqn(*vals, fn, params, nref, which):
         for v, x in zip(eqn.outvars, res if eqn.primitive.multiple_results else (res,)):
             put(v, x)
     out = [read(v) for v in jaxpr.outvars]
-    for i, old in zip(which, olds):   # (an output that is a literal: selected here)
-        if isinstance(jaxpr.outvars[i], Literal):
-            out[i] = jnp.where(ok, out[i], old)
+    for i, old in late:   # (where the checks passed, a value already selected is the new one)
+        out[i] = jnp.where(ok, out[i], old)
     return out[0] if single else tuple(out)
 
 
