@@ -125,7 +125,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
             t = _finish(_kept_array(host), None, requires_grad)
             t._remake = functools.partial(_kept_array, host)   # where a speculative run finds it next call
             return t
-        # device_put, not jnp.asarray: that compiles a small kernel for every new shape
+        # a transfer (device_put's, _device.host_put), not jnp.asarray: that compiles a small kernel for every
+        # new shape
         value = host_put(host)
     return _finish(value, device, requires_grad)
 
