@@ -189,25 +189,24 @@ def _store(folder: str) -> dict:
     return got
 
 
-def known_shape(fn, pkey: tuple, avals: tuple):
-    """What an earlier process stored in the compile cache folder for this op's result shapes, or None."""
+def known_shape(fn, pkey: tuple, avals: tuple) -> tuple:
+    """``(shapes, key)``: what an earlier process stored in the compile cache folder for this op's result
+    shapes (None: nothing), and the key to keep them under once inferred (None: no folder, or unnamed)."""
     folder = compile_cache_dir()
     if folder is None:
-        return None
+        return None, None
     key = _shape_key(fn, pkey, avals)
     r = None if key is None else _store(folder).get(key)
     if r is not None:
         shape_stats["loaded"] += 1
-    return r
+    return r, key
 
 
-def note_shape(fn, pkey: tuple, avals: tuple, r) -> None:
-    """Keep an op's inferred result shapes for later processes (written by :func:`save_shapes`)."""
+def note_shape(key, r) -> None:
+    """Keep an op's inferred result shapes under ``key`` (:func:`known_shape`'s) for later processes
+    (written by :func:`save_shapes`)."""
     folder = compile_cache_dir()
-    if folder is None:
-        return
-    key = _shape_key(fn, pkey, avals)
-    if key is not None:
+    if folder is not None and key is not None:
         _store(folder)[key] = r
         _SHAPES_NEW.setdefault(folder, {})[key] = r
 

@@ -78,7 +78,7 @@ def shapes_of(fn, params: dict, pkey: tuple, avals: tuple, args: list):
 
 
 def _infer(fn, params: dict, pkey: tuple, avals: tuple, args: list):
-    r = _disk.known_shape(fn, pkey, avals)   # (stored by an earlier process in the compile cache folder)
+    r, key = _disk.known_shape(fn, pkey, avals)   # (stored by an earlier process in the compile cache folder)
     if r is None:
         dyn = [i for i, a in enumerate(args) if isinstance(a, (Sym, float, complex, np.generic))]
 
@@ -93,7 +93,7 @@ def _infer(fn, params: dict, pkey: tuple, avals: tuple, args: list):
         single = not isinstance(out, (tuple, list))
         leaves = [out] if single else list(out)
         r = (single, tuple((tuple(o.shape), np.dtype(o.dtype)) for o in leaves))
-        _disk.note_shape(fn, pkey, avals, r)
+        _disk.note_shape(key, r)
     return r
 
 
