@@ -19,12 +19,11 @@ call's values up to float rounding (a sum may add its terms in another order).
 A shape met again and again stops paying the pad and slice copies: after ``SETTLE`` calls on one exact
 shape the op compiles its exact kernel (the ski-rental rule: rent the bucket until buying pays).
 
-The bucket kernels can persist in a folder (``$DYNAJAX_KERNEL_CACHE``; off by default), so a script's
-second run loads them instead of compiling. Off by default because it is not safe yet: in the suite's
-runs a process that loaded kernels two earlier processes stored failed at run time inside XLA:CPU
-("Function reduce_sum.7_kernel not found"), apparently deserialized executables whose generated
-function names collide. Entries are keyed by the kernel's traced program (its jaxpr), the compiler options and XLA
-flags, the backend and the jax/jaxlib versions. This store is dynajax's own: JAX's global configuration is left as it is.
+The bucket kernels can persist in a folder (``$DYNAJAX_KERNEL_CACHE``, or by default one inside the compile
+cache's folder while ``dynajax.set_compile_cache`` has one), so a script's second run loads them instead of
+compiling. A kernel that JAX's persistent cache supplied is not written (XLA:CPU would write it without
+some of its code: ``_exe_store``). Entries are keyed by the kernel's traced program (its jaxpr), the
+compiler options and XLA flags, JAX's lowering settings, the backend and the jax/jaxlib versions. This store is dynajax's own: JAX's global configuration is left as it is.
 ``DYNAJAX_EAGER_BUCKETS=0`` turns the bucketed path off (every new shape compiles its exact kernel).
 """
 from __future__ import annotations
@@ -32,12 +31,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
-import pickle
-import tempfile
 
 import jax
 import numpy as np
 
+from . import _exe_store
 from ._device import eager_compiler_options, host_put
 
 __all__ = ["bucket", "run_bucketed", "rule_for", "stats", "kernel_dir", "set_kernel_dir"]
@@ -387,12 +385,25 @@ def _kernel(op, params, vals):
 
 
 # ---------------------------------------------------------------- the on-disk store
+_WITH_COMPILE_CACHE = "with the compile cache"   # kernel_dir's default: a folder inside set_compile_cache's
+
+
 def kernel_dir() -> str | None:
-    """The folder bucket kernels persist in (None: not kept on disk)."""
-    if "dir" not in _STATE:
-        env = os.environ.get("DYNAJAX_KERNEL_CACHE", "")
-        set_kernel_dir(None if env.strip().lower() in ("", "0", "off", "false", "no") else env)
-    return _STATE["dir"]
+    """The folder bucket kernels persist in (None: not kept on disk): ``$DYNAJAX_KERNEL_CACHE`` or
+    :func:`set_kernel_dir`'s; by default ``dynajax-kernels`` inside the compile cache's folder while
+    ``dynajax.set_compile_cache`` has one, else none."""
+    d = _STATE.get("dir", _STATE)
+    if d is _STATE:
+        env = os.environ.get("DYNAJAX_KERNEL_CACHE", "").strip()
+        if not env:
+            d = _STATE["dir"] = _WITH_COMPILE_CACHE
+        else:
+            set_kernel_dir(None if env.lower() in ("0", "off", "false", "no") else env)
+            d = _STATE["dir"]
+    if d is _WITH_COMPILE_CACHE:
+        folder = jax.config.jax_compilation_cache_dir
+        return os.path.join(folder, "dynajax-kernels") if folder else None
+    return d
 
 
 def set_kernel_dir(path) -> None:
@@ -421,10 +432,10 @@ def _fingerprint() -> str:
 
 
 def _entry_name(traced) -> str:
-    """The store's name for a kernel: a hash of its traced program (the jaxpr, with its constants' bytes)
-    and the fingerprint. Keyed by the program rather than by dynajax's source, an edit to an op changes
-    the names of that op's kernels only."""
-    h = hashlib.sha256(_fingerprint().encode())
+    """The store's name for a kernel: a hash of its traced program (the jaxpr, with its constants' bytes),
+    the fingerprint and JAX's lowering settings. Keyed by the program rather than by dynajax's source, an
+    edit to an op changes the names of that op's kernels only."""
+    h = hashlib.sha256(f"{_fingerprint()}\0{_exe_store.config_key()}".encode())
     closed = traced.jaxpr
     h.update(str(closed).encode())
     for c in closed.consts:
@@ -434,31 +445,19 @@ def _entry_name(traced) -> str:
 
 
 def _load_or_compile(op, params, vals):
-    from jax.experimental import serialize_executable as se
     folder = kernel_dir()
     traced = op.jitted(params).trace(*vals)
-    path = None
-    if folder is not None:
-        path = os.path.join(folder, _entry_name(traced) + ".xla")
-        try:
-            with open(path, "rb") as f:
-                blob, in_tree, out_tree = pickle.load(f)
-            k = se.deserialize_and_load(blob, in_tree, out_tree)
-            stats["kernels_loaded"] += 1
-            return k
-        except FileNotFoundError:
-            pass
-        except Exception:   # a stale or torn entry: compile instead (and rewrite it)
-            pass
-    k = traced.lower().compile()
+    if folder is None:
+        stats["kernels_compiled"] += 1
+        return traced.lower().compile()
+    name = _entry_name(traced)
+    path = os.path.join(folder, name + ".xla")
+    got = _exe_store.read(path, name)
+    if got is not None:
+        stats["kernels_loaded"] += 1
+        return got[0]
+    k, fresh = _exe_store.compile_fresh(traced.lower())   # (a stale or torn entry: compiled, written again)
     stats["kernels_compiled"] += 1
-    if path is not None:
-        try:
-            data = pickle.dumps(se.serialize(k))
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)   # atomic: a reader never sees half an entry
-        except Exception:
-            pass
+    if fresh:
+        _exe_store.write(path, name, k)
     return k

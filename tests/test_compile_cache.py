@@ -148,3 +148,118 @@ def test_shapes_are_kept_only_under_names_every_process_shares():
     assert disk._shape_key(_index_impl, (("basic", object()),), f32) is None      # a param without a stable repr
     from dynajax.ops.registry import OPS
     assert disk._shape_key(OPS["add"].impl, (("dtype", np.dtype("float32")),), f32 + f32) is not None
+
+
+# ---------------------------------------------------------------- compiled steps kept under their recording
+def test_a_later_process_loads_the_step_without_tracing_it(cache_dir, monkeypatch):
+    """With the cache on, a compiled step is kept under a key made from its recording
+    (``compile.cache.executable_key``); a later recording of the same step loads it without JAX tracing
+    and lowering it, and trains as the first did (and as eager does)."""
+    import jax
+    _, disk = _modules()
+    dj.set_compile_cache(cache_dir)
+    _as_a_new_process()
+    written = disk.exe_stats["written"]
+    first = _run(compiled=True)
+    assert disk.exe_stats["written"] == written + 1
+    assert len([f for f in os.listdir(cache_dir) if f.startswith(f"dynajax-step-{disk._source()}-")]) == 1
+    _as_a_new_process()
+    jax.clear_caches()
+    lowered = []
+    real = jax.jit
+
+    def watched_jit(*a, **k):   # (every jit made from here on: none of the step's is lowered)
+        j = real(*a, **k)
+        lowered_lower = j.lower
+        j.lower = lambda *x, **y: lowered.append(1) or lowered_lower(*x, **y)
+        return j
+    monkeypatch.setattr(jax, "jit", watched_jit)
+    loaded = disk.exe_stats["loaded"]
+    second = _run(compiled=True)
+    monkeypatch.undo()
+    assert disk.exe_stats["loaded"] == loaded + 1 and disk.exe_stats["written"] == written + 1
+    assert second[2].stats.cache_loads == 1 and lowered == []
+    assert second[0] == first[0]
+    for a, b in zip(first[1], second[1]):
+        np.testing.assert_array_equal(a, b)
+    eager = _run(compiled=False)
+    np.testing.assert_allclose(second[0], eager[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_torn_step_file_is_compiled_again(cache_dir):
+    _, disk = _modules()
+    dj.set_compile_cache(cache_dir)
+    _as_a_new_process()
+    first = _run(compiled=True)
+    (path,) = [cache_dir / f for f in os.listdir(cache_dir) if f.startswith("dynajax-step-")]
+    path.write_bytes(b"torn")
+    _as_a_new_process()
+    loaded = disk.exe_stats["loaded"]
+    second = _run(compiled=True)
+    assert disk.exe_stats["loaded"] == loaded and second[0] == first[0]
+    # (compiled again from JAX's entry in the folder: such an executable is not written, ``_exe_store``)
+    assert second[2].stats.cache_loads == 1 and path.read_bytes() == b"torn"
+    jax.clear_caches()
+    dj.set_compile_cache(cache_dir.parent / "other")   # (a folder without JAX's entry: compiled, written)
+    _as_a_new_process()
+    third = _run(compiled=True)
+    assert third[0] == first[0]
+    assert len([f for f in os.listdir(cache_dir.parent / "other") if f.startswith("dynajax-step-")]) == 1
+
+
+def test_only_recordings_every_process_names_alike_are_kept():
+    _, disk = _modules()
+    assert disk._stable((1, 2.0, -0.0, "a", None, (np.float32(1.5),))) != disk._stable((1, 2.0, 0.0, "a", None,
+                                                                                         (np.float32(1.5),)))
+    assert disk._stable(np.arange(3)) != disk._stable(np.arange(3) + 1)
+    assert disk._stable(dj.nn.functional.relu) == disk._stable(dj.nn.functional.relu)
+    for unnamed in (lambda x: x, object(), np.add):
+        with pytest.raises(disk._Unnamed):
+            disk._stable({"fn": unnamed})
+
+
+def test_only_executables_this_process_compiled_are_written(cache_dir, tmp_path):
+    """An executable JAX's persistent cache supplied is not written to dynajax's stores: XLA:CPU serialized
+    such an executable without some of its kernels' code, and a later process that loaded it failed at its
+    first call ("Function wrapped_reduce not found"). What this process compiled is written, and another
+    process loads and runs it."""
+    import jax.numpy as jnp
+    from dynajax import _exe_store
+    dj.set_compile_cache(cache_dir)
+    w = RNG.standard_normal((7, 5)).astype(np.float32)
+
+    def lowered():
+        return jax.jit(lambda w, x: (jnp.tanh(x @ w) * 2.5 + x.sum()).max(axis=0)).lower(w, X)
+    compiled, fresh = _exe_store.compile_fresh(lowered())
+    assert fresh
+    jax.clear_caches()
+    again, fresh_again = _exe_store.compile_fresh(lowered())
+    assert not fresh_again   # (from JAX's cache: not to be written)
+    expected = (np.tanh(X @ w) * 2.5 + X.sum()).max(axis=0)
+    np.testing.assert_allclose(np.asarray(again(w, X)), expected, rtol=1e-5)
+    path = str(tmp_path / "entry.xla")
+    assert _exe_store.write(path, "k", compiled)
+    np.save(tmp_path / "w.npy", w)
+    code = ("import sys, numpy as np; from dynajax import _exe_store; exe, extra = _exe_store.read(sys.argv[1], 'k');"
+            "assert _exe_store.read(sys.argv[1], 'other') is None;"
+            "np.save(sys.argv[2], np.asarray(exe(np.load(sys.argv[3]), np.load(sys.argv[4]))))")
+    np.save(tmp_path / "x.npy", X)
+    p = subprocess.run([sys.executable, "-c", code, path, str(tmp_path / "out.npy"), str(tmp_path / "w.npy"),
+                        str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, rtol=1e-5)
+
+
+def test_jaxs_lowering_settings_are_part_of_the_stores_keys(cache_dir):
+    """A program's text does not show JAX's default matmul precision: a step or kernel kept under one
+    setting is not loaded under another."""
+    _, disk = _modules()
+    dj.set_compile_cache(cache_dir)
+    parts = ((("op", "add"),), 3, (1, 2))
+    before = disk.executable_key(parts)
+    from jax._src import config
+    other = "bfloat16" if config.default_matmul_precision.value != "bfloat16" else "highest"
+    with jax.default_matmul_precision(other):
+        during = disk.executable_key(parts)
+    assert before is not None and during is not None and before != during
+    assert disk.executable_key(parts) == before

@@ -191,11 +191,14 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_second_process_loads_the_kernels_the_first_stored(tmp_path):
+@pytest.mark.parametrize("variable", ["DYNAJAX_KERNEL_CACHE", "DYNAJAX_COMPILE_CACHE"])
+def test_a_second_process_loads_the_kernels_the_first_stored(tmp_path, variable):
+    """The kernel store's own folder, or (by default) one inside the compile cache's."""
     import json
     script = tmp_path / "run.py"
     script.write_text(_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, DYNAJAX_KERNEL_CACHE=str(tmp_path / "store"))
+    env = {k: v for k, v in os.environ.items() if k not in ("DYNAJAX_KERNEL_CACHE", "DYNAJAX_COMPILE_CACHE")}
+    env[variable] = str(tmp_path / "store")
     runs = []
     for _ in range(2):
         p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
@@ -207,6 +210,8 @@ def test_a_second_process_loads_the_kernels_the_first_stored(tmp_path):
     assert second["stats"]["kernels_loaded"] == first["stats"]["kernels_compiled"]
     assert second["compiles"] <= first["compiles"] - first["stats"]["kernels_compiled"]
     assert second["vals"] == first["vals"]
+    if variable == "DYNAJAX_COMPILE_CACHE":
+        assert len(os.listdir(tmp_path / "store" / "dynajax-kernels")) == first["stats"]["kernels_compiled"]
 
 
 def test_eager_kernels_are_dropped_near_the_memory_mapping_limit(monkeypatch):

@@ -120,6 +120,7 @@ class Compiled:
         self._names: dict | None = None
         self.layout = _sharded_layout(mesh, data_axis, param_sharding, verify, cache_size)
         self._made: collections.OrderedDict = collections.OrderedDict()   # executable -> (traced fn, placement, secs)
+        self.built_secs = None   # what the last compile took, or took the process that stored it (``_stored``)
         self._bwd_templates: collections.OrderedDict = collections.OrderedDict()   # _capture_backward
         self._speculator = Speculator(False if (verify or self.layout is not None) else speculate, cache_size)
         if replay and (verify or self.layout is not None):
@@ -322,11 +323,12 @@ class Compiled:
         # fusion keep float32 values between such ops, so a compiled step's numbers drifted from eager's
         exe = jax.jit(run, donate_argnums=(0,) if donate else (), compiler_options=STEP_COMPILER_OPTIONS,
                       **placed)
-        lru_put(self._made, exe, (run, placed, None), self.cache_size)
-        # the first call traces and compiles (counted in compile_time); jit's C++ fast path serves later
-        # calls (an AOT ``.lower().compile()`` executable's Python call path costs ~1 ms more per call)
+        # the first call traces and compiles (counted in compile_time), or ``_stored`` does it here
         st.compile_time -= t0
         st.cache_loads -= _compile_cache.loads()   # the first call compiles, or loads from the disk cache
+        if self.layout is None and not self.verify:   # (kept in the compile cache folder: ``compile.cache``)
+            exe = self._stored(exe, eqns, nvars, donate, plan, cap)
+        lru_put(self._made, exe, (run, placed, None), self.cache_size)
         _compile_cache.save_shapes()   # (what this recording learnt of its ops' shapes, for later processes)
         st.compiles += 1
         if self._replayer is not None:   # keys being replayed are in use: evict others first
@@ -337,6 +339,26 @@ class Compiled:
         if self._replayer is not None:
             self._replayer.keep(self._cache.values())
         return exe
+
+    def _stored(self, exe, eqns, nvars, donate, plan: _Plan, cap: Capture):
+        """``exe`` (the step's ``jax.jit``), or the executable an earlier process kept for this recording in the
+        compile cache folder; the first process compiles it here, ahead of its first call, and keeps it
+        (``compile.cache.executable_key``). Without the folder, or for a recording with an unnamed part: ``exe``."""
+        avals = [(tuple(a.shape), a.dtype.name, bool(getattr(a, "weak_type", False))) for a in cap.inputs]
+        key = _compile_cache.executable_key((eqns, tuple(plan.in_vars), nvars, tuple(plan.outs), tuple(donate),
+                                             avals, [type(s) for s in cap.scalars], str(plan.device),
+                                             sorted(STEP_COMPILER_OPTIONS.items())))
+        if key is None:
+            return exe
+        loaded = _compile_cache.load_executable(key)
+        if loaded is not None:
+            exe, self.built_secs = loaded
+            return exe
+        # (the arguments the first call passes, as ``_call`` passes them: lowering reads only their types)
+        lowered = exe.lower(*_split_donated(cap.inputs, plan.donate), numbers_on(cap.scalars, plan.device))
+        compiled, secs, fresh = _compile_cache.compile_and_keep(key, lowered)
+        self.built_secs = secs if fresh else None   # (loaded from JAX's cache: priced as a load)
+        return compiled
 
     def _prefix_executable(self, key, eqns: list, cap: Capture):
         """Executable computing one value of a partly recorded step (a graph break), cached by its key."""

@@ -345,9 +345,10 @@ class Padder:
 
     def price(self) -> float:
         """What compiling new sizes is expected to cost, in seconds: the mean of this step's compiles that
-        were not loaded from the on-disk cache. Where all were loaded (a script's second run), a new size
-        will not be, and its compile costs the XLA compile that loading skipped: taken as 5x a load's time
-        (on CPU, XLA compiled a recurrent step in 5-7x the time its trace and load took)."""
+        were not loaded from the on-disk cache (an executable loaded from dynajax's own store counts with the
+        compile time the process that stored it measured). Where all were loaded from JAX's cache, a new
+        size will not be, and its compile costs the XLA compile that loading skipped: taken as 5x a load's
+        time (on CPU, XLA compiled a recurrent step in 5-7x the time its trace and load took)."""
         built = [t for t, loaded in self.paid if not loaded]
         if built:
             return statistics.fmean(built)
@@ -368,6 +369,7 @@ class Padder:
         pargs, pkwargs, grown = pad_call(bound, dims_of, sizes)
         hits, compiles, nreasons = st.cache_hits, st.compiles, len(st.recompile_reasons)
         spent, loads = st.compile_time, st.cache_loads
+        compiled.built_secs = None
         # (a call of a bucket that replays runs without its Python: its masks come from the recipes of the
         # recording's, ``padding.SizeMask``, made for this call's true sizes)
         try:
@@ -385,7 +387,9 @@ class Padder:
             self.avoid |= pc.padding.other_sizes() - {n for _, n, _ in dims_of}
         self.sizes.done(dims_of, sizes, st.compiles > compiles)
         if st.compiles > compiles:
-            self.paid.append((st.compile_time - spent, st.cache_loads > loads))
+            built = compiled.built_secs   # (a load from dynajax's store knows what the compile cost then)
+            self.paid.append((st.compile_time - spent, st.cache_loads > loads and built is None) if built is None
+                             else (built, False))
         for k, n, _ in dims_of:
             self.peak[k] = max(n, self.peak.get(k, n))
         st.dynamic_dims = self.went_dynamic()

@@ -23,21 +23,23 @@ dynajax never reads shapes an older one stored.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
 import tempfile
+import time
 
 import jax
 import numpy as np
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
+from .. import _exe_store
+
 __all__ = ["set_compile_cache", "compile_cache_dir", "loads"]
 
 ENV = "DYNAJAX_COMPILE_CACHE"
-_HIT_EVENT = "/jax/compilation_cache/cache_hits"
-_loads = [0]          # executables loaded from the cache in this process (jax.monitoring hits)
-_listening = [False]
+_own_loads = [0]      # steps loaded from dynajax's store below (JAX's cache hits: ``_exe_store``)
 
 
 def set_compile_cache(path: str | os.PathLike | None, *, max_bytes: int = 2 ** 30) -> None:
@@ -71,9 +73,7 @@ def set_compile_cache(path: str | os.PathLike | None, *, max_bytes: int = 2 ** 3
     jax.config.update("jax_enable_compilation_cache", True)
     _jax_cache.set_cache_dir(path)
     _jax_cache.reset_cache()      # a cache already initialised on another folder (or off) starts over here
-    if not _listening[0]:
-        jax.monitoring.register_event_listener(_count)
-        _listening[0] = True
+    _exe_store.listen()
 
 
 def compile_cache_dir() -> str | None:
@@ -82,13 +82,9 @@ def compile_cache_dir() -> str | None:
 
 
 def loads() -> int:
-    """How many executables this process has loaded from the cache so far."""
-    return _loads[0]
-
-
-def _count(event: str, **_) -> None:
-    if event == _HIT_EVENT:
-        _loads[0] += 1
+    """How many executables this process has loaded from the cache folder so far (JAX's entries, and
+    the compiled steps dynajax keeps there)."""
+    return _exe_store.jax_cache_hits() + _own_loads[0]
 
 
 def from_environment() -> None:
@@ -228,3 +224,104 @@ def save_shapes() -> None:
         shape_stats["written"] += len(new)
     except OSError:
         pass   # a read-only or vanished folder: the shapes are inferred again next time
+
+
+# ---------------------------------------------------------------- compiled steps, keyed by their recording
+# A later process records a step again, but need not trace and lower it again for JAX to find the
+# compiled program in the cache above (~0.2-0.45 s a step for a recurrent LM on a 2-core CPU): the
+# executable is kept under a key made from the recording itself, and loaded (~20 ms) where the key
+# matches. The key names every function of the recording by its op or dynajax module name (in a folder
+# named by the fingerprint of dynajax's sources and jax's versions, as the shapes are); a recording holding
+# anything without such a name is not kept.
+exe_stats = {"loaded": 0, "written": 0}
+
+
+class _Unnamed(Exception):
+    pass
+
+
+def _stable(x, depth: int = 0):
+    """A process-independent description of ``x`` (part of a recording), or _Unnamed."""
+    if depth > 64:
+        raise _Unnamed
+    t = type(x)
+    if t is int or t is bool or t is str or t is bytes or x is None:
+        return (t.__name__, x)
+    if t is float or t is complex:
+        return (t.__name__, repr(x))   # (-0.0 and nan told apart)
+    if t is tuple or t is list:
+        return (t.__name__,) + tuple(_stable(y, depth + 1) for y in x)
+    if t is dict:
+        return ("dict",) + tuple(sorted(((repr(_stable(k, depth + 1)), _stable(v, depth + 1)) for k, v in x.items()),
+                                        key=lambda kv: kv[0]))
+    if t is slice:
+        return ("slice", _stable(x.start, depth + 1), _stable(x.stop, depth + 1), _stable(x.step, depth + 1))
+    if x is Ellipsis:
+        return ("...",)
+    if isinstance(x, np.dtype):
+        return ("dtype", x.name)
+    if isinstance(x, np.generic):
+        return ("scalar", x.dtype.name, repr(x.item()))
+    if isinstance(x, (np.ndarray, jax.Array)):
+        a = np.ascontiguousarray(np.asarray(x))
+        return ("array", a.dtype.name, a.shape, hashlib.sha256(a.tobytes()).hexdigest())
+    if t is type and (x in _PLAIN_TYPES or x.__module__ == "numpy"):
+        return ("type", x.__module__, x.__qualname__)
+    if t.__module__ == "dynajax._dtype" and t.__name__ == "dtype":
+        return ("dj.dtype", x.name)
+    if t.__name__ == "Op" and t.__module__ == "dynajax.ops.registry":
+        return ("op", x.name)
+    if t is functools.partial:
+        return ("partial", _stable(x.func, depth + 1), _stable(x.args, depth + 1), _stable(x.keywords, depth + 1))
+    if callable(x):
+        name = _fn_name(x)
+        if name is not None:
+            return ("fn",) + name
+    raise _Unnamed
+
+
+def executable_key(parts) -> str | None:
+    """The store's key of a compiled step made from ``parts`` (its recording, rolled and gated, the input
+    and number avals, donation, placement, compile options), or None: no store, a process with several
+    devices, or something unnamed."""
+    folder = compile_cache_dir()
+    if folder is None or jax.device_count() != 1:   # (a loaded executable takes every device of its process)
+        return None
+    try:
+        desc = repr(_stable(parts))
+    except _Unnamed:
+        return None
+    from jax.extend import backend
+    b = backend.get_backend()
+    h = hashlib.sha256(f"{_source()}\0{b.platform}\0{b.platform_version}\0{os.environ.get('XLA_FLAGS', '')}\0"
+                       f"{_exe_store.config_key()}".encode())
+    h.update(desc.encode())
+    return h.hexdigest()
+
+
+def _exe_file(key: str) -> str:
+    return os.path.join(compile_cache_dir(), f"dynajax-step-{_source()}-{key[:40]}.xla")
+
+
+def load_executable(key: str):
+    """``(executable, seconds its compile took)`` an earlier process kept under ``key``, loaded, or None (none,
+    or unreadable)."""
+    got = _exe_store.read(_exe_file(key), key)
+    if got is None:
+        return None
+    exe_stats["loaded"] += 1
+    _own_loads[0] += 1   # (a load, as a hit of JAX's cache is: ``loads``)
+    return got[0], float(got[1])
+
+
+def compile_and_keep(key: str, lowered):
+    """``(compiled, seconds, fresh)``: ``lowered`` compiled, and kept under ``key`` with the seconds its
+    compile took (what a later process's padded calls weigh a new bucket against:
+    ``bucketing.Padder.price``). ``fresh`` is False where JAX's cache supplied it: then it is not kept
+    (XLA:CPU would write it without some of its kernels: ``_exe_store``)."""
+    t0 = time.perf_counter()
+    compiled, fresh = _exe_store.compile_fresh(lowered)
+    secs = time.perf_counter() - t0
+    if fresh and _exe_store.write(_exe_file(key), key, compiled, secs):
+        exe_stats["written"] += 1
+    return compiled, secs, fresh

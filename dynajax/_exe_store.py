@@ -1,0 +1,106 @@
+"""Executables dynajax keeps on disk itself: eager bucket kernels (``_kernel_cache``) and compiled steps
+keyed by their recording (``compile.cache``).
+
+Each entry is one file, written atomically: ``(key, serialized executable, its input and output trees,
+extra)``. A reader checks the key it expects, so a hash collision on the file name, a torn file or one
+an older format wrote is compiled again (and written again), never run.
+
+These stores sit beside JAX's persistent compilation cache, which can be on at the same time
+(``dynajax.set_compile_cache``). An executable that JAX's cache supplied is itself a deserialized one,
+and XLA:CPU (jaxlib 0.10) serializes such an executable again without the code of some of its kernels:
+a later process that loads the copy fails at its first call ("NOT_FOUND: Function wrapped_reduce not
+found"). Reproduced in three processes with a plain ``jax.jit``: compile with JAX's cache on, compile
+again in a second process (a cache hit) and serialize, load in a third. This is what broke the stores
+in the suite's runs, where the compile cache was on. So an executable is written only where this
+process compiled it: :func:`compile_fresh` tells.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import pickle
+import tempfile
+
+import jax
+
+__all__ = ["listen", "jax_cache_hits", "compile_fresh", "read", "write", "config_key"]
+
+_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+_hits = [0]            # executables JAX's persistent cache supplied in this process (jax.monitoring events)
+_listening = [False]
+
+
+def _on_event(event: str, **_) -> None:
+    if event == _HIT_EVENT:
+        _hits[0] += 1
+
+
+def listen() -> None:
+    """Count JAX's persistent-cache hits from now on (idempotent)."""
+    if not _listening[0]:
+        jax.monitoring.register_event_listener(_on_event)
+        _listening[0] = True
+
+
+def jax_cache_hits() -> int:
+    """How many executables JAX's persistent cache has supplied in this process since :func:`listen`."""
+    return _hits[0]
+
+
+def config_key() -> str:
+    """JAX's settings that change how a traced program lowers (the default matmul precision, 64-bit types,
+    dtype promotion, ...: what ``jax.jit`` keys its own cache on), as text every process writes alike:
+    part of a store's key, since a traced program's text does not show them."""
+    from jax._src import config
+    parts = []
+    for v in config.trace_context():
+        t = type(v)
+        plain = v is None or t in (bool, int, float, str) or isinstance(v, enum.Enum) or \
+            (t is tuple and all(type(x) in (bool, int, float, str) for x in v))
+        parts.append(repr(v) if plain else t.__qualname__)   # (a context object: by its type)
+    return ",".join(parts)
+
+
+def compile_fresh(lowered):
+    """``(lowered.compile(), fresh)``; ``fresh`` is False where JAX's persistent cache supplied the
+    executable (or another thread's compile hit it meanwhile): such an executable must not be written."""
+    listen()
+    before = _hits[0]
+    compiled = lowered.compile()
+    return compiled, _hits[0] == before
+
+
+def read(path: str, key: str):
+    """``(executable, extra)`` kept at ``path`` under ``key``, loaded; None where there is none, or it is
+    torn, stale, of another key, or cannot be loaded here."""
+    from jax.experimental import serialize_executable as se
+    try:
+        with open(path, "rb") as f:
+            stored_key, blob, in_tree, out_tree, extra = pickle.load(f)
+        if stored_key != key:
+            return None
+        return se.deserialize_and_load(blob, in_tree, out_tree), extra
+    except Exception:
+        return None
+
+
+def write(path: str, key: str, compiled, extra=None) -> bool:
+    """Keep ``compiled`` (a ``jax.stages.Compiled`` this process compiled: :func:`compile_fresh`) at
+    ``path`` under ``key``, atomically (a reader never sees half an entry). False where it cannot be
+    (not serializable here, a read-only folder): a store only saves time."""
+    from jax.experimental import serialize_executable as se
+    try:
+        blob, in_tree, out_tree = se.serialize(compiled)
+        data = pickle.dumps((key, blob, in_tree, out_tree, extra))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return True
+    except Exception:
+        return False
