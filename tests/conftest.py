@@ -12,6 +12,11 @@ LLVM codegen, which on the suite's two busy cores only adds work (measured on op
 by side: backend compile 31.7 -> 16.7 s with the elemental emitters, then 25.3 -> 21.4 s with one split)."""
 import os
 
+# the suite is hermetic: on-disk caches only where a test turns one on (some tests count compiles, and a
+# developer's cache folder would turn them into loads); subprocesses the tests start inherit this
+for _var in ("DYNAJAX_COMPILE_CACHE", "DYNAJAX_KERNEL_CACHE"):
+    os.environ.pop(_var, None)
+
 # full float32 matmuls where the default is lower (TF32 on GPUs): the tests compare values at float32 tolerances
 os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
