@@ -12,10 +12,12 @@ a later process that loads the copy fails at its first call ("NOT_FOUND: Functio
 found"). Reproduced in three processes with a plain ``jax.jit``: compile with JAX's cache on, compile
 again in a second process (a cache hit) and serialize, load in a third. This is what broke the stores
 in the suite's runs, where the compile cache was on. So an executable is written only where this
-process compiled it: :func:`compile_fresh` tells.
+process compiled it (:func:`compile_fresh` tells), and what a store keeps is not written to JAX's cache
+too.
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import pickle
@@ -63,11 +65,26 @@ def config_key() -> str:
 
 def compile_fresh(lowered):
     """``(lowered.compile(), fresh)``; ``fresh`` is False where JAX's persistent cache supplied the
-    executable (or another thread's compile hit it meanwhile): such an executable must not be written."""
+    executable (or another thread's compile hit it meanwhile): such an executable must not be written.
+
+    JAX's cache does not keep what this compiles (the caller's store does): a program in JAX's cache but
+    not in the store would never be written to the store, every later process tracing and lowering it
+    again to load it from JAX's cache."""
     listen()
     before = _hits[0]
-    compiled = lowered.compile()
+    with _jax_cache_writes_off():
+        compiled = lowered.compile()
     return compiled, _hits[0] == before
+
+
+def _jax_cache_writes_off():
+    """A context in which JAX's persistent cache writes nothing this thread compiles (it keeps only
+    executables whose compile took at least its minimum time); a no-op where JAX has no such setting."""
+    try:
+        from jax._src import config
+        return config.persistent_cache_min_compile_time_secs(float("inf"))
+    except Exception:
+        return contextlib.nullcontext()
 
 
 def read(path: str, key: str):
