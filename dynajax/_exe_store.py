@@ -96,9 +96,14 @@ def read(path: str, key: str):
             stored_key, blob, in_tree, out_tree, extra = pickle.load(f)
         if stored_key != key:
             return None
-        return se.deserialize_and_load(blob, in_tree, out_tree), extra
+        exe = se.deserialize_and_load(blob, in_tree, out_tree)
     except Exception:
         return None
+    try:
+        os.utime(path)   # (recently used: the last to go, ``_trim``)
+    except OSError:
+        pass
+    return exe, extra
 
 
 def write(path: str, key: str, compiled, extra=None) -> bool:
@@ -118,6 +123,55 @@ def write(path: str, key: str, compiled, extra=None) -> bool:
         except BaseException:
             os.unlink(tmp)
             raise
-        return True
     except Exception:
         return False
+    _trim(os.path.dirname(path), len(data))
+    return True
+
+
+# ---------------------------------------------------------------- a bounded folder
+# A store's entries in one folder are bounded, least recently used first out (a load renews an entry's
+# time), by ``set_compile_cache``'s ``max_bytes`` (JAX's own entries are bounded by it apart), or
+# DEFAULT_BUDGET where the compile cache is off (a ``DYNAJAX_KERNEL_CACHE`` folder). The folder is counted
+# once per process and again only when what this process wrote may have passed the bound.
+DEFAULT_BUDGET = 2 ** 30
+_SIZES: dict = {}   # folder -> bytes of its entries when last counted, plus what this process wrote since
+
+
+def _budget() -> int:
+    if jax.config.jax_compilation_cache_dir:
+        return jax.config.jax_compilation_cache_max_size   # (-1: unbounded)
+    return DEFAULT_BUDGET
+
+
+def _trim(folder: str, added: int) -> None:
+    budget = _budget()
+    if budget < 0:
+        return
+    known = _SIZES.get(folder)
+    if known is not None and known + added <= budget:
+        _SIZES[folder] = known + added
+        return
+    entries = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.name.endswith(".xla"):
+                    try:
+                        st = e.stat()
+                    except OSError:   # (another process removed it meanwhile)
+                        continue
+                    entries.append((st.st_mtime, st.st_size, e.path))
+    except OSError:
+        return
+    total = sum(size for _, size, _ in entries)
+    if total > budget:   # down to 90%, so that the next few writes do not count the folder again
+        for _, size, p in sorted(entries):
+            if total <= budget * 0.9:
+                break
+            try:
+                os.unlink(p)
+                total -= size
+            except OSError:
+                pass
+    _SIZES[folder] = total

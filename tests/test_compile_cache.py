@@ -262,3 +262,29 @@ def test_jaxs_lowering_settings_are_part_of_the_stores_keys(cache_dir):
         during = disk.executable_key(parts)
     assert before is not None and during is not None and before != during
     assert disk.executable_key(parts) == before
+
+
+def test_the_stores_keep_within_the_caches_bound_least_recently_used_first(cache_dir, tmp_path):
+    """dynajax's own entries in a folder stay within ``set_compile_cache``'s ``max_bytes`` (-1: unbounded):
+    the least recently used go first, and a load renews an entry."""
+    import jax.numpy as jnp
+    from dynajax import _exe_store
+    folder = tmp_path / "store"
+    compiled, _ = _exe_store.compile_fresh(jax.jit(lambda x: jnp.sin(x) * 3).lower(X))
+    dj.set_compile_cache(cache_dir, max_bytes=10 ** 9)
+    paths = [str(folder / f"e{i}.xla") for i in range(5)]
+    for i, p in enumerate(paths[:4]):
+        assert _exe_store.write(p, f"k{i}", compiled)
+        os.utime(p, (1000 + i, 1000 + i))   # (written in this order, a second apart)
+    size = os.path.getsize(paths[0])
+    assert _exe_store.read(paths[0], "k0") is not None   # (e0 used again: now the newest)
+    dj.set_compile_cache(cache_dir, max_bytes=-1)
+    assert _exe_store.write(paths[4], "k4", compiled) and len(os.listdir(folder)) == 5
+    os.unlink(paths[4])
+    _exe_store._SIZES.clear()
+    dj.set_compile_cache(cache_dir, max_bytes=int(4.5 * size))   # room for 4 entries, not 5
+    assert _exe_store.write(paths[4], "k4", compiled)
+    left = sorted(f for f in os.listdir(folder) if f.endswith(".xla"))
+    assert left == ["e0.xla", "e2.xla", "e3.xla", "e4.xla"]   # (e1, the least recently used, went)
+    exe, _ = _exe_store.read(paths[0], "k0")
+    np.testing.assert_allclose(np.asarray(exe(X)), np.sin(X) * 3, rtol=1e-6)
