@@ -45,7 +45,8 @@ _own_loads = [0]      # steps loaded from dynajax's store below (JAX's cache hit
 def set_compile_cache(path: str | os.PathLike | None, *, max_bytes: int = 2 ** 30) -> None:
     """Keep compiled executables in the folder ``path`` (created if missing) and load them from there
     whenever a later compile, in this or another process, meets the same program; ``None`` turns the
-    cache off. ``max_bytes`` bounds the folder (least recently used entries go first; -1: unbounded).
+    cache off. ``max_bytes`` bounds JAX's entries in the folder, and dynajax's own (compiled steps, eager
+    kernels) apart (least recently used entries go first; -1: unbounded).
 
     It covers every executable JAX compiles in this process: ``dynajax.compile`` steps, eager ops and
     your own ``jax.jit`` functions. Setting the environment variable ``DYNAJAX_COMPILE_CACHE`` to a
