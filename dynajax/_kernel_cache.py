@@ -23,7 +23,8 @@ The bucket kernels can persist in a folder (``$DYNAJAX_KERNEL_CACHE``, or by def
 cache's folder while ``dynajax.set_compile_cache`` has one), so a script's second run loads them instead of
 compiling. A kernel that JAX's persistent cache supplied is not written (XLA:CPU would write it without
 some of its code: ``_exe_store``). Entries are keyed by the kernel's traced program (its jaxpr), the
-compiler options and XLA flags, JAX's lowering settings, the backend and the jax/jaxlib versions. This store is dynajax's own: JAX's global configuration is left as it is.
+compiler options and XLA flags, JAX's lowering settings, the backend and the jax/jaxlib versions. This
+store is dynajax's own: JAX's global configuration is left as it is.
 ``DYNAJAX_EAGER_BUCKETS=0`` turns the bucketed path off (every new shape compiles its exact kernel).
 """
 from __future__ import annotations

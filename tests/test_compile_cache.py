@@ -288,3 +288,16 @@ def test_the_stores_keep_within_the_caches_bound_least_recently_used_first(cache
     assert left == ["e0.xla", "e2.xla", "e3.xla", "e4.xla"]   # (e1, the least recently used, went)
     exe, _ = _exe_store.read(paths[0], "k0")
     np.testing.assert_allclose(np.asarray(exe(X)), np.sin(X) * 3, rtol=1e-6)
+
+
+def test_a_bound_method_is_not_named_by_its_class_alone():
+    """An object's state is not in its method's name: a recording holding a bound method of one of
+    dynajax's objects is not kept (two such objects would share a key)."""
+    _, disk = _modules()
+    from dynajax.compile.bucketing import Padder
+    assert disk._fn_name(disk.executable_key) == ("dynajax.compile.cache", "executable_key")
+    assert disk._fn_name(Padder.price) is not None        # (a function of a class: named)
+    p = object.__new__(Padder)
+    assert disk._fn_name(p.price) is None
+    with pytest.raises(disk._Unnamed):
+        disk._stable(p.price)

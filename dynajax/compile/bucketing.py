@@ -388,8 +388,7 @@ class Padder:
         self.sizes.done(dims_of, sizes, st.compiles > compiles)
         if st.compiles > compiles:
             built = compiled.built_secs   # (a load from dynajax's store knows what the compile cost then)
-            self.paid.append((st.compile_time - spent, st.cache_loads > loads and built is None) if built is None
-                             else (built, False))
+            self.paid.append((st.compile_time - spent, st.cache_loads > loads) if built is None else (built, False))
         for k, n, _ in dims_of:
             self.peak[k] = max(n, self.peak.get(k, n))
         st.dynamic_dims = self.went_dynamic()

@@ -29,6 +29,7 @@ import os
 import pickle
 import tempfile
 import time
+import types
 
 import jax
 import numpy as np
@@ -153,6 +154,9 @@ def _fn_name(fn):
     name = _IMPLS[1].get(id(fn))
     if name is not None:
         return ("op", name)
+    owner = getattr(fn, "__self__", None)   # (a bound method: its object's state is not in its name)
+    if owner is not None and not isinstance(owner, (type, types.ModuleType)):
+        return None
     mod, qual = getattr(fn, "__module__", None) or "", getattr(fn, "__qualname__", None) or ""
     return (mod, qual) if mod.startswith("dynajax.") and qual and "<" not in qual else None
 
