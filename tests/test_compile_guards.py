@@ -344,3 +344,45 @@ def test_a_callback_another_library_makes_during_the_step_is_not_the_steps_pytho
     jax.monitoring.register_event_duration_secs_listener(lambda name, *a, **k: _HEARD.append(name))
     cs = _check(lambda c: _plain(c, lambda m, x, y: F.cross_entropy(m(x), y).mul(1.5)))
     assert _HEARD and cs.stats.replayed == STEPS - 3
+
+
+def test_the_watch_is_back_after_each_recorded_op_and_sees_the_steps_own_python():
+    """The Watch (a profile function) is off while an op is recorded, ops recorded inside another's
+    included (padding's masks): after each, the step's own Python runs watched again, so a Python number
+    it reads later is still guarded."""
+    import sys
+    dj.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    opt = dj.optim.SGD(model.parameters(), lr=0.1)
+    seen, scale = [], {"s": 1.0}
+
+    @dj.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)   # (padded rows: its mean is masked, ops inside ops)
+        seen.append(sys.getprofile())
+        loss = loss * scale["s"]
+        loss.backward()
+        opt.step()
+        return loss
+    rng = np.random.default_rng(0)
+    losses = []
+    for i, n in enumerate((5, 7, 6, 9, 7, 6, 7)):
+        scale["s"] = 1.0 if i < 4 else 3.0
+        x, y = rng.standard_normal((n, 4)).astype(np.float32), rng.integers(0, 3, n)
+        losses.append(step(dj.tensor(x), dj.tensor(y)).item())
+    assert step.stats.dynamic_dims and step.stats.compiles >= 2
+    recorded = [p for p in seen if p is not None]
+    from dynajax.compile import guards
+    assert recorded and all(getattr(p, "__func__", None) is guards.Watch._event for p in recorded)
+    dj.manual_seed(0)
+    model2 = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    opt2 = dj.optim.SGD(model2.parameters(), lr=0.1)
+    rng = np.random.default_rng(0)
+    for i, n in enumerate((5, 7, 6, 9, 7, 6, 7)):
+        x, y = rng.standard_normal((n, 4)).astype(np.float32), rng.integers(0, 3, n)
+        opt2.zero_grad()
+        loss = F.cross_entropy(model2(dj.tensor(x)), dj.tensor(y)) * (1.0 if i < 4 else 3.0)
+        loss.backward()
+        opt2.step()
+        np.testing.assert_allclose(losses[i], loss.item(), rtol=1e-5)

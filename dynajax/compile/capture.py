@@ -385,7 +385,8 @@ class Capture:
         if self.busy or threading.get_ident() != self.thread:
             return NotImplemented
         w = self.watch
-        if w is None or not w._installed:
+        prev = sys.getprofile()
+        if prev is None or w is None or not w._installed:   # (None: off already, in an op recorded inside one)
             return self._hook(op, args, params)
         # recording an op runs dynajax's code only, in which the step's Watch (a profile function called at
         # every Python and C call) sees nothing of the step's: it is off meanwhile. It cost ~40% of a
@@ -394,7 +395,7 @@ class Capture:
         try:
             return self._hook(op, args, params)
         finally:
-            sys.setprofile(w._event)
+            sys.setprofile(prev)
 
     def _hook(self, op, args, params):
         if self.padding is not None:
