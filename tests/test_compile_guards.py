@@ -386,3 +386,42 @@ def test_the_watch_is_back_after_each_recorded_op_and_sees_the_steps_own_python(
         loss.backward()
         opt2.step()
         np.testing.assert_allclose(losses[i], loss.item(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("hook", ["post_accumulate_grad", "tensor", "forward"])
+def test_a_hooks_closure_reading_a_python_number_is_watched(hook):
+    """A hook is the user's code that the library calls, a closure whose cells no root of the step reaches:
+    the Watch roots its closure when it runs (and the backward that runs unwatched, ``compile.backward``,
+    leaves a graph with a post-accumulate-grad hook to the tape), so a change to the number it reads is
+    eager's on that call."""
+    def train(compiled):
+        dj.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = dj.optim.SGD(model.parameters(), lr=0.1)
+        scale = {"s": 1.0}
+        w = model[0].weight
+        if hook == "post_accumulate_grad":
+            w.register_post_accumulate_grad_hook(lambda p: p.grad.mul_(scale["s"]))
+        elif hook == "tensor":
+            w.register_hook(lambda g: g * scale["s"])
+        else:
+            model[1].register_forward_hook(lambda m, a, o: o * scale["s"])
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        step = dj.compile(step) if compiled else step
+        rng = np.random.default_rng(1)
+        x, y = dj.tensor(rng.standard_normal((6, 4)).astype(np.float32)), dj.tensor(rng.integers(0, 3, 6))
+        losses = []
+        for i in range(STEPS):
+            scale["s"] = 1.0 if i < 5 else 4.0
+            losses.append(step(x, y).item())
+        return losses, model[0].weight.detach().numpy(), step
+    eager, w_eager, _ = train(False)
+    comp, w_comp, step = train(True)
+    np.testing.assert_allclose(comp, eager, rtol=1e-5)
+    np.testing.assert_allclose(w_comp, w_eager, rtol=1e-5, atol=1e-6)

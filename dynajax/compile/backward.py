@@ -26,6 +26,8 @@ call with the same signature appends them without running the rules again.
 """
 from __future__ import annotations
 
+import sys
+
 import jax
 
 from .capture import Sym, bind
@@ -137,7 +139,7 @@ class BackwardByVJP:
 
         def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None):
             if ENABLED and targets is None and not create_graph and not engine._anomaly["enabled"]:
-                done = self.run(outputs, grad_outputs, retain_graph)
+                done = self._unwatched_run(outputs, grad_outputs, retain_graph)
                 if done is True:
                     return None
                 if done:   # a loop graph seen for the first time: run the tape and keep what it records
@@ -158,6 +160,19 @@ class BackwardByVJP:
             if node is not None:
                 self.node_eqn[id(node)] = (node, len(self.cap.eqns) - 1)
                 return
+
+    def _unwatched_run(self, outputs, grad_outputs, retain_graph):
+        """``run``, with the recording's Watch (``compile.guards``: a profile function called at every Python
+        call) off: ``run`` gives up (False) on a graph that would call the user's code (hooks, a custom
+        Function), so it runs only dynajax's, as an op's recording does (``Capture.hook``)."""
+        w, prev = self.cap.watch, sys.getprofile()
+        if prev is None or w is None or not w._installed:
+            return self.run(outputs, grad_outputs, retain_graph)
+        sys.setprofile(None)
+        try:
+            return self.run(outputs, grad_outputs, retain_graph)
+        finally:
+            sys.setprofile(prev)
 
     def run(self, outputs, grad_outputs, retain_graph) -> bool:
         """Record the backward as one op and accumulate ``.grad``; False: the tape must run instead."""
@@ -197,7 +212,7 @@ class BackwardByVJP:
                 stops.append(False)
                 src, idx = e
                 if idx < 0:   # a leaf: its value at this read is an input of the backward
-                    if src._hooks:
+                    if src._hooks or src._post_hooks:   # (the user's code: the tape runs them)
                         return False
                     k = leaf_pos.get(id(src))
                     if k is None:

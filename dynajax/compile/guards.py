@@ -104,6 +104,29 @@ def _is_user(frame) -> bool:
     return caller is None or not _third_party(caller.f_code)
 
 
+def _called_back(frame) -> bool:
+    """Whether the user's code in ``frame`` was called by library code (standard-library frames skipped)."""
+    caller = frame.f_back
+    while caller is not None and _category(caller.f_code) == 1:
+        caller = caller.f_back
+    return caller is not None and _category(caller.f_code) == 0
+
+
+def _closures_of(frame) -> list:
+    """The function objects running ``frame``'s code with a closure (a frame does not name its function;
+    found among the code's referrers: a heap scan, paid once per such code per recording)."""
+    import gc
+    code = frame.f_code
+    fns = [r for r in gc.get_referrers(code)
+           if type(r) is types.FunctionType and r.__code__ is code and r.__closure__]
+    if len(fns) > 1:   # several closures of one code: those holding this frame's values
+        vals = frame.f_locals
+        mine = [f for f in fns
+                if all(_cell(c) is vals.get(n, _MISSING) for n, c in zip(code.co_freevars, f.__closure__))]
+        fns = mine or fns
+    return fns
+
+
 def _third_party(code) -> bool:
     """Library code that is not dynajax's (whose calls into the user's code are callbacks)."""
     f = code.co_filename
@@ -290,6 +313,7 @@ class Watch:
         self.codes: set = set()
         self._installed = False
         self._root(("fn",), fn, None, f"the compiled function {getattr(fn, '__name__', fn)!r}")
+        self._fn_code = getattr(getattr(fn, "__func__", fn), "__code__", None)
         extra = [a for a in _leaves((args, kwargs)) if not isinstance(a, Tensor)]
         if extra:
             self._root(("args",), tuple(extra), None, "the call's Python arguments")
@@ -318,9 +342,17 @@ class Watch:
                 self.reason = f"'{frame.f_code.co_name}' calls {getattr(arg, '__qualname__', arg)}"
 
     def _enter(self, frame) -> None:
-        effect, names, attrs = _scan(frame.f_code)
+        code = frame.f_code
+        effect, names, attrs = _scan(code)
         if effect is not None and self.reason is None:
             self.reason = effect
+        if code.co_freevars and code is not self._fn_code and _called_back(frame):
+            # a closure the library calls (a tensor's hook): no root of the user's code reaches its cells
+            fns = _closures_of(frame)
+            if not fns and self.reason is None:
+                self.reason = f"'{code.co_qualname}' reads closure variables the guards cannot find"
+            for f in fns:
+                self._root(("cl", id(f)), f, None, f"the closure of '{code.co_qualname}'")
         g = frame.f_globals
         for n in names:
             self._root(("g", id(g), n), g, n, f"global '{n}'")
