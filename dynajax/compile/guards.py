@@ -10,7 +10,8 @@ call is recorded its Python is watched (``sys.setprofile``, on recorded calls on
   code counts as the user's when the user's code called it) is the *user's code*;
 - the values that code can read from outside the call are the *roots*: the globals its bytecode
   loads (``LOAD_GLOBAL``, and ``module.attr`` of a global module), the compiled function itself (its
-  closure cells, a bound method's object), the Python values among the call's arguments, and the
+  closure cells, a bound method's object), the closure cells of the user's functions that library code
+  calls back (a tensor's or module's hook), the Python values among the call's arguments, and the
   attributes of every ``nn.Module`` the step called that are not tensors, submodules, numbers or strings
   (those go through ``Module.__setattr__``, which bumps ``dynajax._epoch``, as do hook
   registrations);
