@@ -6,6 +6,7 @@ import pytest
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
+from helpers import train_step
 
 STEPS = 10
 
@@ -406,13 +407,7 @@ def test_a_hooks_closure_reading_a_python_number_is_watched(hook):
             w.register_hook(lambda g: g * scale["s"])
         else:
             model[1].register_forward_hook(lambda m, a, o: o * scale["s"])
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = train_step(model, opt, F.cross_entropy)
         step = dj.compile(step) if compiled else step
         rng = np.random.default_rng(1)
         x, y = dj.tensor(rng.standard_normal((6, 4)).astype(np.float32)), dj.tensor(rng.integers(0, 3, 6))

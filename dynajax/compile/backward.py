@@ -26,10 +26,9 @@ call with the same signature appends them without running the rules again.
 """
 from __future__ import annotations
 
-import sys
-
 import jax
 
+from . import guards as _guards
 from .capture import Sym, bind
 from .._tensor import _make
 from ..autograd import engine
@@ -139,7 +138,9 @@ class BackwardByVJP:
 
         def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None):
             if ENABLED and targets is None and not create_graph and not engine._anomaly["enabled"]:
-                done = self._unwatched_run(outputs, grad_outputs, retain_graph)
+                # (``run`` gives up on a graph that would call the user's code -- hooks, a custom Function --
+                # so it runs only dynajax's: unwatched, as an op's recording)
+                done = _guards.unwatched(self.cap.watch, self.run, outputs, grad_outputs, retain_graph)
                 if done is True:
                     return None
                 if done:   # a loop graph seen for the first time: run the tape and keep what it records
@@ -160,19 +161,6 @@ class BackwardByVJP:
             if node is not None:
                 self.node_eqn[id(node)] = (node, len(self.cap.eqns) - 1)
                 return
-
-    def _unwatched_run(self, outputs, grad_outputs, retain_graph):
-        """``run``, with the recording's Watch (``compile.guards``: a profile function called at every Python
-        call) off: ``run`` gives up (False) on a graph that would call the user's code (hooks, a custom
-        Function), so it runs only dynajax's, as an op's recording does (``Capture.hook``)."""
-        w, prev = self.cap.watch, sys.getprofile()
-        if prev is None or w is None or not w._installed:
-            return self.run(outputs, grad_outputs, retain_graph)
-        sys.setprofile(None)
-        try:
-            return self.run(outputs, grad_outputs, retain_graph)
-        finally:
-            sys.setprofile(prev)
 
     def run(self, outputs, grad_outputs, retain_graph) -> bool:
         """Record the backward as one op and accumulate ``.grad``; False: the tape must run instead."""

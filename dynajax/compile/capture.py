@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 import threading
 import weakref
 
@@ -34,7 +33,7 @@ from .._device import default_jax_device, numbers_on
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops import registry, views
-from . import cache as _disk, padding as _padding
+from . import cache as _disk, guards as _guards, padding as _padding
 from ..ops.dispatch import (Sym, _active, _array_type, _state, aval_of, current, is_array, is_recorded,  # noqa: F401
                            recorded_args, scalar_recipes, value_aval)
 
@@ -384,18 +383,9 @@ class Capture:
         """``registry._hooks`` entry: record ``op`` (and, in dual mode, run it too)."""
         if self.busy or threading.get_ident() != self.thread:
             return NotImplemented
-        w = self.watch
-        prev = sys.getprofile()
-        if prev is None or w is None or not w._installed:   # (None: off already, in an op recorded inside one)
+        if self.watch is None:
             return self._hook(op, args, params)
-        # recording an op runs dynajax's code only, in which the step's Watch (a profile function called at
-        # every Python and C call) sees nothing of the step's: it is off meanwhile. It cost ~40% of a
-        # default-mode recording of a GRU LM step
-        sys.setprofile(None)
-        try:
-            return self._hook(op, args, params)
-        finally:
-            sys.setprofile(prev)
+        return _guards.unwatched(self.watch, self._hook, op, args, params)   # (recording runs dynajax's code only)
 
     def _hook(self, op, args, params):
         if self.padding is not None:

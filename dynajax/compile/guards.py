@@ -105,6 +105,21 @@ def _is_user(frame) -> bool:
     return caller is None or not _third_party(caller.f_code)
 
 
+def unwatched(watch, fn, *args):
+    """``fn(*args)`` with ``watch``'s profile function off: for dynajax's own code, in which a Watch has
+    nothing to see (it cost ~25-45% of a recording). As it is where ``watch`` is None or not installed,
+    or the profile function is off already (an op recorded inside another's); the profile function found
+    is put back."""
+    prev = sys.getprofile()
+    if prev is None or watch is None or not watch._installed:
+        return fn(*args)
+    sys.setprofile(None)
+    try:
+        return fn(*args)
+    finally:
+        sys.setprofile(prev)
+
+
 def _called_back(frame) -> bool:
     """Whether the user's code in ``frame`` was called by library code (standard-library frames skipped)."""
     caller = frame.f_back
