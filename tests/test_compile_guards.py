@@ -420,3 +420,24 @@ def test_a_hooks_closure_reading_a_python_number_is_watched(hook):
     comp, w_comp, step = train(True)
     np.testing.assert_allclose(comp, eager, rtol=1e-5)
     np.testing.assert_allclose(w_comp, w_eager, rtol=1e-5, atol=1e-6)
+
+
+def test_a_forward_calling_super_is_not_scanned_for_its_closure(monkeypatch):
+    """A method calling ``super()`` has one closure cell, its class, bound once: the Watch does not look
+    for its function among the heap's objects (``guards._closures_of``) when a module's forward is one."""
+    from dynajax.compile import guards
+    scanned = []
+    real = guards._closures_of
+    monkeypatch.setattr(guards, "_closures_of", lambda frame: scanned.append(frame.f_code.co_name) or real(frame))
+
+    class Scaled(nn.Linear):
+        def forward(self, x):
+            return super().forward(x) * 2.0
+    dj.manual_seed(0)
+    model = nn.Sequential(Scaled(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    step = dj.compile(train_step(model, dj.optim.SGD(model.parameters(), lr=0.1), F.cross_entropy))
+    rng = np.random.default_rng(2)
+    x, y = dj.tensor(rng.standard_normal((6, 4)).astype(np.float32)), dj.tensor(rng.integers(0, 3, 6))
+    for _ in range(4):
+        step(x, y)
+    assert "forward" not in scanned and step.stats.replayed > 0

@@ -362,7 +362,8 @@ class Watch:
         effect, names, attrs = _scan(code)
         if effect is not None and self.reason is None:
             self.reason = effect
-        if code.co_freevars and code is not self._fn_code and _called_back(frame):
+        if code.co_freevars and code.co_freevars != ("__class__",) and code is not self._fn_code \
+                and _called_back(frame):   # (``__class__``: the cell of a method calling ``super()``)
             # a closure the library calls (a tensor's hook): no root of the user's code reaches its cells
             fns = _closures_of(frame)
             if not fns and self.reason is None:
