@@ -99,10 +99,16 @@ def _is_user(frame) -> bool:
         c = _category(frame.f_code)
     if c != 2:
         return False
+    caller = _caller(frame)
+    return caller is None or not _third_party(caller.f_code)
+
+
+def _caller(frame):
+    """The frame that called ``frame``'s code, standard-library frames between them skipped (None: none)."""
     caller = frame.f_back
     while caller is not None and _category(caller.f_code) == 1:
         caller = caller.f_back
-    return caller is None or not _third_party(caller.f_code)
+    return caller
 
 
 def unwatched(watch, fn, *args):
@@ -121,10 +127,8 @@ def unwatched(watch, fn, *args):
 
 
 def _called_back(frame) -> bool:
-    """Whether the user's code in ``frame`` was called by library code (standard-library frames skipped)."""
-    caller = frame.f_back
-    while caller is not None and _category(caller.f_code) == 1:
-        caller = caller.f_back
+    """Whether the user's code in ``frame`` was called by library code."""
+    caller = _caller(frame)
     return caller is not None and _category(caller.f_code) == 0
 
 
