@@ -293,6 +293,40 @@ def test_later_compiled_calls_change_nothing_and_one_of_them_raises(gate):
     np.testing.assert_allclose(w.detach().numpy(), before[0] * [1, 1, 0.8, 0.8, 1, 1], rtol=1e-6)   # SGD on w^2
 
 
+def test_pending_reports_keep_a_bounded_amount_of_replaced_grads_alive(monkeypatch):
+    """Each pending report keeps the ``.grad`` tensors its call replaced (its undo): past ``HOLD_BYTES`` of
+    them a compiled call reads the reports, so a large model does not keep ``READ_EVERY`` sets of gradients
+    alive; an error still surfaces at a later call with every tensor as it was before the bad call."""
+    monkeypatch.setattr(_deferred, "HOLD_BYTES", 3 * 4 * 64 * 64)   # three 64x64 float32 grads' worth
+    w = dj.ones(64, 64, requires_grad=True)
+    opt = dj.optim.SGD([w], lr=0.1)
+
+    @dj.compile
+    def step(i):
+        opt.zero_grad()
+        loss = (w[i + 0] ** 2).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(dj.tensor([0, 1])).item()
+    most = 0
+    for good in range(2 * _deferred.READ_EVERY):
+        step(dj.tensor([good % 64]))._value.block_until_ready()
+        most = max(most, len(_deferred.PENDING))
+        assert _deferred.HELD[0] == sum(p.held for p in _deferred.PENDING)
+    assert step.stats.replayed > _deferred.READ_EVERY
+    assert most == 4   # (read at the call after the fourth: 4 grads of 16 KiB > 48 KiB)
+    _deferred.surface()
+    before = _snapshot(w, w.grad)
+    step(dj.tensor([1, 64]))._value.block_until_ready()
+    with pytest.raises(IndexError, match="index 64 is out of bounds for dimension 0 with size 64"):
+        for _ in range(4):
+            step(dj.tensor([2]))._value.block_until_ready()
+    assert not _deferred.PENDING and _deferred.HELD[0] == 0
+    assert _same(_snapshot(w, w.grad), before)
+
+
 # ------------------------------------------------------------------ every checked op, against torch
 def _ops():
     """name -> (fn(lib, x, i) of a float state tensor x (5, 4) and an int64 index tensor i computed in the step,

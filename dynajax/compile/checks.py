@@ -63,12 +63,17 @@ def _reset() -> None:
 def _report(prior, *flags):
     """The recording's checks combined: (poison after the step, report ``[k, bad value, poison after]``)."""
     dt = jnp.result_type(*flags)
-    f = jnp.stack([x.astype(dt) for x in flags])
-    hit = f[:, 0] > 0
-    k = jnp.argmax(hit)
-    bad = hit.any()
+    if len(flags) == 1:   # (one check, a loss's targets say: its flag ``[0 or 1, bad value]`` is the report)
+        f = flags[0]
+        bad = f[0] > 0
+        report = jnp.where(bad, f, jnp.zeros(2, dt))
+    else:
+        f = jnp.stack([x.astype(dt) for x in flags])
+        hit = f[:, 0] > 0
+        k = jnp.argmax(hit)
+        bad = hit.any()
+        report = jnp.where(bad, jnp.stack([(k + 1).astype(dt), f[k, 1]]), jnp.zeros(2, dt))
     after = prior | bad.astype(prior.dtype)
-    report = jnp.where(bad, jnp.stack([(k + 1).astype(dt), f[k, 1]]), jnp.zeros(2, dt))
     return after, jnp.concatenate([report, after.astype(dt)[None]])
 
 
@@ -259,20 +264,23 @@ def _guarded(poison, *vals, body, free, news, olds, results):
 class Report:
     """A recording's checks, and where its report and the grads it replaced are found after the call."""
 
-    __slots__ = ("tensor", "checks", "step", "chain", "__weakref__")
+    __slots__ = ("tensor", "checks", "step", "chain", "held", "__weakref__")
 
     def __init__(self, tensor, checks: list, step: str, poison) -> None:
         self.tensor = tensor                      # the tensor the report is written into
         self.checks = [c[1:] for c in checks]     # (fail, op name, (file, line))
         self.step = step
         self.chain = id(poison)                   # the device's poison flag, which the report's last entry copies
+        self.held = 0                             # the bytes of the grads a call replaces (counted once found)
 
     def note(self, grads: list) -> None:
         """After the call: its report pending; ``grads``: (parameter, the .grad it held before the call)."""
         def undo():
             for t, g in grads:
                 t._grad = g
-        _deferred.note(self.tensor._value, self.fail, undo, self.chain)
+        if not self.held:   # (the same parameters' grads each call: counted once)
+            self.held = sum(getattr(g._value, "nbytes", 0) for _, g in grads if g is not None)
+        _deferred.note(self.tensor._value, self.fail, undo, self.chain, self.held)
 
     def fail(self, k: int, bad: int) -> None:
         _reset()

@@ -43,6 +43,14 @@ def _next_steps(args, k: int, n: int):
     return jnp.stack([s.astype(jnp.float64) for s in args[k - 1:k * n:k]]) + 1
 
 
+def _new_step(t, args, k: int, i: int):
+    """Parameter ``i``'s new step tensor, taken from ``t`` (``_next_steps``), in its step tensor's dtype (a
+    float32 sum rounds as float64's does, rounded to float32). Not ``step + 1``: XLA writes the new step into
+    the old one's donated buffer, and with a kernel other than ``t``'s still to read the old steps, it copied
+    each old step first (a compiled Adam step of 6 parameters ran 6 copy kernels, ~1 us each on a CPU)."""
+    return t[i].astype(args[k * i + k - 1].dtype)
+
+
 def _bias_corrections(t, b1, b2, lr):
     """``-lr / (1 - b1^t)`` and ``1 / sqrt(1 - b2^t)`` for each parameter's next step ``t`` (``_next_steps``),
     in float64 as PyTorch computes them on the host, as two vectors.
@@ -57,9 +65,8 @@ def _bias_corrections(t, b1, b2, lr):
     return -lr / (1 - b1 ** t), 1 / jnp.sqrt(1 - b2 ** t)
 
 
-def _adam_one(p, g, m, v, *rest, neg_step_size, inv_bc2_sqrt, c1, b2, c2, eps, wd, weight_decay):
-    """One parameter's update; ``rest``: ``step`` or, for AMSGrad, ``v_max, step``."""
-    step = rest[-1] + 1
+def _adam_one(p, g, m, v, *rest, step, neg_step_size, inv_bc2_sqrt, c1, b2, c2, eps, wd, weight_decay):
+    """One parameter's update; ``rest``: ``step`` or, for AMSGrad, ``v_max, step``; ``step``: the new step."""
     p, g = _decayed(p, g, wd, weight_decay)
     m = m + (g - m) * c1
     v = v * b2 + g * g * c2
@@ -76,7 +83,8 @@ def _adam(*args, n, weight_decay, amsgrad=False):
     then the factor ``1 - lr * weight_decay`` applied to ``p`` first)."""
     k = 6 if amsgrad else 5
     c1, b1, b2, c2, lr, eps, wd = args[k * n:]
-    corrections = _bias_corrections(_next_steps(args, k, n), b1, b2, lr)
+    t = _next_steps(args, k, n)
+    corrections = _bias_corrections(t, b1, b2, lr)
     cast: dict = {}   # the corrections in each parameter dtype: one conversion of the vectors per dtype
     out = []
     for i in range(n):
@@ -84,7 +92,8 @@ def _adam(*args, n, weight_decay, amsgrad=False):
         if dt not in cast:
             cast[dt] = [c.astype(dt) for c in corrections]
         nss, inv_bc2 = cast[dt]
-        out.extend(_adam_one(*args[k * i:k * i + k], neg_step_size=nss[i], inv_bc2_sqrt=inv_bc2[i], c1=c1, b2=b2,
+        out.extend(_adam_one(*args[k * i:k * i + k], step=_new_step(t, args, k, i),
+                             neg_step_size=nss[i], inv_bc2_sqrt=inv_bc2[i], c1=c1, b2=b2,
                              c2=c2, eps=eps, wd=wd, weight_decay=weight_decay))
     return tuple(out)
 
@@ -148,14 +157,15 @@ def _adagrad(*args, n, l2):
     ``p, sum, step + 1`` of each. The decayed rate ``lr / (1 + (t - 1) lr_decay)`` of each parameter's step
     ``t`` is computed from its step tensor, in float64 as PyTorch computes it on the host."""
     lr, lr_decay, eps, wd = args[4 * n:]
-    neg_clr = -lr / (1 + (_next_steps(args, 4, n) - 1) * lr_decay)
+    t = _next_steps(args, 4, n)
+    neg_clr = -lr / (1 + (t - 1) * lr_decay)
     out = []
     for i in range(n):
-        p, g, acc, step = args[4 * i:4 * i + 4]
+        p, g, acc, _ = args[4 * i:4 * i + 4]
         if l2:
             g = g + p * wd
         acc = acc + g * g
-        out.extend((p + g / (jnp.sqrt(acc) + eps) * neg_clr[i].astype(p.dtype), acc, step + 1))
+        out.extend((p + g / (jnp.sqrt(acc) + eps) * neg_clr[i].astype(p.dtype), acc, _new_step(t, args, 4, i)))
     return tuple(out)
 
 
@@ -182,15 +192,16 @@ def _adamax(*args, n, l2):
     wd`` (``c1 = 1 - b1``); outputs ``p, exp_avg, exp_inf, step + 1`` of each. The step size
     ``lr / (1 - b1^t)`` comes from the step tensors (float64, as PyTorch's host number)."""
     c1, b1, b2, lr, eps, wd = args[5 * n:]
-    neg_clr = -lr / (1 - b1 ** _next_steps(args, 5, n))
+    t = _next_steps(args, 5, n)
+    neg_clr = -lr / (1 - b1 ** t)
     out = []
     for i in range(n):
-        p, g, m, u, step = args[5 * i:5 * i + 5]
+        p, g, m, u, _ = args[5 * i:5 * i + 5]
         if l2:
             g = g + p * wd
         m = m + (g - m) * c1
         u = jnp.maximum(u * b2, jnp.abs(g) + eps)
-        out.extend((p + (m / u) * neg_clr[i].astype(p.dtype), m, u, step + 1))
+        out.extend((p + (m / u) * neg_clr[i].astype(p.dtype), m, u, _new_step(t, args, 5, i)))
     return tuple(out)
 
 
@@ -208,7 +219,7 @@ def _nadam(*args, n, weight_decay):
     bc2 = 1 - b2 ** t
     out = []
     for i in range(n):
-        p, g, m, v, prod, step = args[6 * i:6 * i + 6]
+        p, g, m, v, prod, _ = args[6 * i:6 * i + 6]
         p, g = _decayed(p, g, wd, weight_decay)
         prod = prod * mu[i].astype(prod.dtype)
         pv = prod.astype(jnp.float64)
@@ -218,7 +229,7 @@ def _nadam(*args, n, weight_decay):
         v = v * b2 + g * g * c2
         denom = jnp.sqrt(v / bc2[i].astype(p.dtype)) + eps
         p = p + (g / denom) * c_g
-        out.extend((p + (m / denom) * c_m, m, v, prod, step + 1))
+        out.extend((p + (m / denom) * c_m, m, v, prod, _new_step(t, args, 6, i)))
     return tuple(out)
 
 
@@ -237,7 +248,7 @@ def _radam(*args, n, weight_decay):
     rect = jnp.sqrt((safe - 4) * (safe - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * safe))
     out = []
     for i in range(n):
-        p, g, m, v, step = args[5 * i:5 * i + 5]
+        p, g, m, v, _ = args[5 * i:5 * i + 5]
         p, g = _decayed(p, g, wd, weight_decay)
         m = m + (g - m) * c1
         v = v * b2 + g * g * c2
@@ -245,7 +256,7 @@ def _radam(*args, n, weight_decay):
         m_hat_lr = m / bc1[i].astype(dt) * lr
         rectified = m_hat_lr * (jnp.sqrt(bc2[i]).astype(dt) / (jnp.sqrt(v) + eps)) * rect[i].astype(dt)
         p = jnp.where(rho_t[i] > 5.0, p - rectified, p - m_hat_lr)
-        out.extend((p, m, v, step + 1))
+        out.extend((p, m, v, _new_step(t, args, 5, i)))
     return tuple(out)
 
 
