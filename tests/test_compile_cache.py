@@ -301,3 +301,60 @@ def test_a_bound_method_is_not_named_by_its_class_alone():
     assert disk._fn_name(p.price) is None
     with pytest.raises(disk._Unnamed):
         disk._stable(p.price)
+
+
+def _bucketed(sizes, compiled=True):
+    """A padded step (``compile``'s automatic policy) over batches of ``sizes`` rows, from seed 0: its losses
+    and the compiled step."""
+    dj.manual_seed(0)
+    model = nn.Sequential(nn.Linear(7, 3))
+    step = train_step(model, dj.optim.SGD(model.parameters(), lr=0.1), F.cross_entropy)
+    if compiled:
+        step = dj.compile(step)
+    losses = [step(dj.tensor(X[:n]), dj.tensor(Y[:n] % 3)).item() for n in sizes]
+    return losses, step
+
+
+XY = (("x", 0), ("y", 0))   # the padded dims of ``_bucketed``'s step
+
+
+def test_a_later_process_runs_at_the_buckets_an_earlier_one_kept(cache_dir):
+    """The compile cache folder keeps which buckets of a padded step it holds executables for, and what
+    padding past the others has cost (``compile.cache.bucket_record``): a later process runs at kept buckets
+    at once (a load, not a compile) and goes on with the debts; a record the step's executables do not match
+    is dropped after one compile."""
+    _, disk = _modules()
+    dj.set_compile_cache(cache_dir)
+    _as_a_new_process()
+    first, f1 = _bucketed([5, 3])   # the second call goes padded: it compiles the bucket of 5 rows, (8, 8)
+    ident = disk.step_identity(f1.fn)
+    rec = disk.bucket_record(ident)
+    assert rec["bought"] == {(XY, (8, 8))} and rec["debt"] == {} and rec["price"] == f1._padder.price() > 0
+    assert first == _bucketed([5, 3], compiled=False)[0]
+
+    def later(sizes):   # (as in a new process: only the folder remains)
+        _as_a_new_process()
+        jax.clear_caches()
+        written = disk.exe_stats["written"]
+        losses, f = _bucketed(sizes)
+        eager = _bucketed(sizes, compiled=False)[0]
+        np.testing.assert_allclose(losses, eager, rtol=1e-6)
+        return f, disk.exe_stats["written"] - written
+
+    # 2 rows: its own bucket (2, 2) is not kept, the kept (8, 8) fits: loaded, not (4, 4) compiled for 3 rows
+    f2, written = later([3, 2])
+    assert written == 1 and f2.stats.cache_loads == 1   # (the unpadded 3 rows: compiled)
+    assert f2._padder.sizes.ran == {(8, 8): XY}
+    f2._padder.sizes.debt[(2, 2)] = 123.0   # what padding 2 rows to 8 cost so far
+    f2._padder.save()
+    assert disk.bucket_record(ident)["debt"] == {(2, 2): 123.0}   # (a compile costs less than 123 s)
+    f3, written = later([5, 2])   # the debt is past any compile's price: 2 rows buy their own bucket
+    assert written == 1 and f3.stats.cache_loads == 1 and list(f3._padder.sizes.ran) == [(2, 2)]
+    rec = disk.bucket_record(ident)
+    assert rec["bought"] == {(XY, (8, 8)), (XY, (2, 2))} and (2, 2) not in rec["debt"]
+    # a record of executables the folder does not hold (another step's): one compile, and it is dropped
+    disk.save_bucket_record(str(cache_dir), ident, {"bought": {(XY, (16, 16)), (XY, (32, 32))}, "debt": {}})
+    assert len([f for f in os.listdir(cache_dir) if f.startswith("dynajax-buckets-")]) == 1
+    f4, written = later([5, 9])
+    assert written == 1 and f4.stats.cache_loads == 1   # (the 5 rows' exact step loaded; 16 rows compiled)
+    assert f4._padder.sizes.bought == {(XY, (16, 16))}

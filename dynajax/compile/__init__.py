@@ -121,6 +121,7 @@ class Compiled:
         self.layout = _sharded_layout(mesh, data_axis, param_sharding, verify, cache_size)
         self._made: collections.OrderedDict = collections.OrderedDict()   # executable -> (traced fn, placement, secs)
         self.built_secs = None   # what the last compile took, or took the process that stored it (``_stored``)
+        self.kept = False        # whether the last compile's executable is in the compile cache folder (``_stored``)
         self._bwd_templates: collections.OrderedDict = collections.OrderedDict()   # _capture_backward
         self._speculator = Speculator(False if (verify or self.layout is not None) else speculate, cache_size)
         if replay and (verify or self.layout is not None):
@@ -353,10 +354,11 @@ class Compiled:
         loaded = _compile_cache.load_executable(key)
         if loaded is not None:
             exe, self.built_secs = loaded
+            self.kept = True
             return exe
         # (the arguments the first call passes, as ``_call`` passes them: lowering reads only their types)
         lowered = exe.lower(*_split_donated(cap.inputs, plan.donate), numbers_on(cap.scalars, plan.device))
-        compiled, secs, fresh = _compile_cache.compile_and_keep(key, lowered)
+        compiled, secs, fresh, self.kept = _compile_cache.compile_and_keep(key, lowered)
         self.built_secs = secs if fresh else None   # (loaded from JAX's cache: priced as a load)
         return compiled
 

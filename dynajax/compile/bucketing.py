@@ -25,15 +25,18 @@ one, else mask it in the step, or sum and divide by the true count).
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import inspect
 import statistics
 import time
+import weakref
 
 import jax
 import numpy as np
 
 from .._tensor import Tensor, _make
+from . import cache as _cache
 from . import padding
 
 
@@ -186,11 +189,16 @@ class Sizes:
     A call that fits no compiled sizes compiles the buckets of the largest true sizes seen so far
     rather than its own: a compile is due either way, and one that covers the sizes already met
     saves the next compiles while padding stays cheap (loops over a padded length skip it,
-    ``compile.rolling``); a step for which it is not cheap buys its own buckets by the rule above."""
+    ``compile.rolling``); a step for which it is not cheap buys its own buckets by the rule above.
+
+    With the compile cache on, the rule spans processes (``compile.cache.bucket_record``): sizes whose
+    executable an earlier process kept (``bought``) cost a load, so a call runs at them at once, and the debt
+    of the other sizes starts where the last process left it."""
 
     def __init__(self, keep: int = 64) -> None:
         self.keep = keep                        # sizes remembered: the step's executable cache size
         self.ran = collections.OrderedDict()    # sizes recent calls ran at -> their dims' names
+        self.bought: set = set()                # (dims' names, sizes) kept in the compile cache folder
         self.debt: dict = {}                    # own sizes -> estimated seconds lost padding past them
         self.gaps = collections.deque(maxlen=16)   # seconds between starts of calls that compiled nothing
         self.last: float | None = None          # start of the previous call, if it compiled nothing
@@ -206,10 +214,11 @@ class Sizes:
         self.start = now
         own = tuple(b for _, _, b in dims_of)
         names = tuple(k for k, _, _ in dims_of)
-        if own in self.ran:
+        if own in self.ran or (names, own) in self.bought:
             return own
         true = [n for _, n, _ in dims_of]
         fits = [c for c, ks in self.ran.items() if ks == names and _fits(c, true)]
+        fits += [c for ks, c in self.bought if ks == names and _fits(c, true)]   # (loaded when first run)
         if not fits:
             w = wide() if wide is not None else None
             return w if w is not None and _fits(w, true) else own
@@ -306,6 +315,8 @@ class Padder:
         self.peak: dict = {}         # (argument, dim) -> the largest true size of a padded call
         self.paid: list = []         # (seconds, loaded from the disk cache) of each padded call that compiled
         self.last = None             # auto: the last unpadded call's argument shapes
+        self.ident = False           # the step's name in the compile cache folder's bucket record (False: not read)
+        self.folder = None           # that folder
 
     keys = None   # the compiled step's cache (set by it): its recordings' keys
 
@@ -357,10 +368,32 @@ class Padder:
     def went_dynamic(self) -> list:
         return [f"{n} dim {d}" for n, dims in self.spec.items() for d in dims]
 
+    def _recall(self) -> None:
+        """At the first padded call: what earlier processes kept of this step's buckets (``Sizes``)."""
+        self.ident, self.folder = _cache.step_identity(self.fn), _cache.compile_cache_dir()
+        rec = _cache.bucket_record(self.ident)
+        if rec is None:
+            self.ident = None
+            return
+        self.sizes.bought |= set(rec.get("bought", ()))
+        for k, v in rec.get("debt", {}).items():
+            self.sizes.debt[k] = max(v, self.sizes.debt.get(k, 0.0))
+        if rec.get("price") and not self.paid:   # (what a compile of this step cost the process that made it)
+            self.paid.append((rec["price"], False))
+        _RECORDED.add(self)
+
+    def save(self) -> None:
+        """Keep this step's bought sizes and debts in the compile cache folder's record (at a compile, at exit)."""
+        if self.ident:
+            _cache.save_bucket_record(self.folder, self.ident, {"bought": set(self.sizes.bought),
+                                                                "debt": dict(self.sizes.debt), "price": self.price()})
+
     def call(self, compiled, args, kwargs):
         """Run ``compiled._call`` on this call padded; at its true shapes where padding stops."""
         st = compiled.stats
         sig = self.sig or inspect.signature(self.fn)
+        if self.ident is False:
+            self._recall()
         bound, dims_of = declared(sig, self.spec, args, kwargs, self.avoid)
         def wide():
             return tuple(b for _, _, b in assign([(k, max(n, self.peak.get(k, n)), self.spec[k[0]][k[1]])
@@ -370,6 +403,7 @@ class Padder:
         hits, compiles, nreasons = st.cache_hits, st.compiles, len(st.recompile_reasons)
         spent, loads = st.compile_time, st.cache_loads
         compiled.built_secs = None
+        compiled.kept = False
         # (a call of a bucket that replays runs without its Python: its masks come from the recipes of the
         # recording's, ``padding.SizeMask``, made for this call's true sizes)
         try:
@@ -389,6 +423,13 @@ class Padder:
         if st.compiles > compiles:
             built = compiled.built_secs   # (a load from dynajax's store knows what the compile cost then)
             self.paid.append((st.compile_time - spent, st.cache_loads > loads) if built is None else (built, False))
+            names = tuple(k for k, _, _ in dims_of)
+            if (names, sizes) in self.sizes.bought and st.cache_loads == loads:
+                self.sizes.bought.clear()   # a record this step's executables do not match (another step's)
+            if compiled.kept and self.ident:
+                self.sizes.bought.add((names, sizes))
+                self.sizes.debt.pop(sizes, None)
+                self.save()
         for k, n, _ in dims_of:
             self.peak[k] = max(n, self.peak.get(k, n))
         st.dynamic_dims = self.went_dynamic()
@@ -411,6 +452,15 @@ class Padder:
             warnings.warn(f"dynajax.compile: {getattr(self.fn, '__name__', 'the step')} stops padding its dynamic "
                           f"dims, since padding could change its results at {e.op} ({e.why}); its calls run at "
                           "their true shapes", stacklevel=4)
+
+
+_RECORDED: weakref.WeakSet = weakref.WeakSet()   # Padders with a bucket record: their debts kept at exit
+
+
+@atexit.register
+def _save_records() -> None:
+    for p in list(_RECORDED):
+        p.save()
 
 
 def _arg_shapes(args, kwargs) -> tuple:

@@ -173,14 +173,36 @@ def _shapes_file(folder: str) -> str:
     return os.path.join(folder, f"dynajax-shapes-{_source()}.pkl")
 
 
-def _read_shapes(folder: str) -> dict:
-    """The shapes stored in ``folder`` ({} where there are none yet, or the file is torn: inferred again)."""
+def _read_dict(path: str) -> dict:
+    """The dict pickled in ``path`` ({} where there is none yet, or the file is torn)."""
     try:
-        with open(_shapes_file(folder), "rb") as f:
+        with open(path, "rb") as f:
             got = pickle.load(f)
         return got if isinstance(got, dict) else {}
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
         return {}
+
+
+def _write_merged(path: str, new: dict, merge=None) -> bool:
+    """Write ``new`` into the dict pickled in ``path``, merged with what other processes wrote there meanwhile
+    (``merge(old, new)`` per key both hold; default: ``new``'s), atomically: a reader never sees half a
+    file. False where the folder is read-only or gone."""
+    merged = _read_dict(path)
+    for k, v in new.items():
+        merged[k] = v if merge is None or k not in merged else merge(merged[k], v)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(merged, f)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        return False
+
+
+def _read_shapes(folder: str) -> dict:
+    """The shapes stored in ``folder`` ({} where there are none yet, or the file is torn: inferred again)."""
+    return _read_dict(_shapes_file(folder))
 
 
 def _store(folder: str) -> dict:
@@ -219,16 +241,8 @@ def save_shapes() -> None:
     new = _SHAPES_NEW.pop(folder, None) if folder is not None else None
     if not new:
         return
-    merged = _read_shapes(folder)
-    merged.update(new)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(merged, f)
-        os.replace(tmp, _shapes_file(folder))
+    if _write_merged(_shapes_file(folder), new):   # (else the shapes are inferred again next time)
         shape_stats["written"] += len(new)
-    except OSError:
-        pass   # a read-only or vanished folder: the shapes are inferred again next time
 
 
 # ---------------------------------------------------------------- compiled steps, keyed by their recording
@@ -320,13 +334,63 @@ def load_executable(key: str):
 
 
 def compile_and_keep(key: str, lowered):
-    """``(compiled, seconds, fresh)``: ``lowered`` compiled, and kept under ``key`` with the seconds its
+    """``(compiled, seconds, fresh, kept)``: ``lowered`` compiled, and kept under ``key`` with the seconds its
     compile took (what a later process's padded calls weigh a new bucket against:
     ``bucketing.Padder.price``). ``fresh`` is False where JAX's cache supplied it: then it is not kept
-    (XLA:CPU would write it without some of its kernels: ``_exe_store``)."""
+    (XLA:CPU would write it without some of its kernels: ``_exe_store``); ``kept``: written."""
     t0 = time.perf_counter()
     compiled, fresh = _exe_store.compile_fresh(lowered)
     secs = time.perf_counter() - t0
-    if fresh and _exe_store.write(_exe_file(key), key, compiled, secs):
+    kept = fresh and _exe_store.write(_exe_file(key), key, compiled, secs)
+    if kept:
         exe_stats["written"] += 1
-    return compiled, secs, fresh
+    return compiled, secs, fresh, bool(kept)
+
+
+# ---------------------------------------------------------------- a padded step's buckets, across processes
+# A padded step (``compile.bucketing``) weighs compiling a new bucket against padding calls further, by the
+# ski-rental rule. Once kept here, a bucket's executable costs a later process a load (~20 ms), not a
+# compile, and what padding past it cost does not end with the process. So the folder also keeps, per step,
+# the buckets whose executables it holds and the padding each other bucket has cost so far: a later process
+# runs those buckets at once and goes on renting the others from where the last one stopped.
+
+def _buckets_file(folder: str) -> str:
+    return os.path.join(folder, f"dynajax-buckets-{_source()}.pkl")
+
+
+def step_identity(fn) -> str | None:
+    """A name of a step function that is the same in every process running the same script: its module,
+    qualified name, file and first line (steps made on one line share it: a record read under it is only a
+    price, checked by the load it predicts); None for a callable without code."""
+    f = getattr(fn, "__func__", fn)
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return None
+    return f"{getattr(f, '__module__', '')}:{getattr(f, '__qualname__', '')}:{code.co_filename}:{code.co_firstlineno}"
+
+
+def bucket_record(ident: str | None) -> dict | None:
+    """What earlier processes kept for the step ``ident``: ``{"bought": {(dims, sizes)}, "debt": {sizes:
+    seconds}, "price": seconds a compile of it took}`` ({} if nothing), or None: no folder, or no identity."""
+    folder = compile_cache_dir()
+    if folder is None or ident is None:
+        return None
+    got = _read_dict(_buckets_file(folder)).get(ident)
+    return got if isinstance(got, dict) else {}
+
+
+def _merge_records(old: dict, new: dict) -> dict:
+    debt = dict(old.get("debt", {}))
+    for k, v in new.get("debt", {}).items():
+        debt[k] = max(v, debt.get(k, 0.0))
+    bought = set(old.get("bought", ())) | set(new.get("bought", ()))
+    return {"bought": bought, "debt": {k: v for k, v in debt.items() if k not in {s for _, s in bought}},
+            "price": new.get("price") or old.get("price", 0.0)}
+
+
+def save_bucket_record(folder: str, ident: str, record: dict) -> None:
+    """Keep ``record`` (as :func:`bucket_record` returns it) for the step ``ident`` in ``folder`` (the one it
+    was read from), merged with what other processes kept there meanwhile (the buckets of both; the larger
+    debt of each)."""
+    if os.path.isdir(folder):
+        _write_merged(_buckets_file(folder), {ident: record}, _merge_records)
