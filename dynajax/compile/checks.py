@@ -9,9 +9,9 @@ out of range, else ``[0, ...]``. At the end of the recording (:func:`finish`) th
 
 - a **report** ``[k, bad value]``: the first failing check ``k`` (1-based; 0: none), an output the host
   reads later (``dynajax._deferred``): at the next host read of any tensor (``item``, ``numpy``,
-  ``print``), or at a compiled call once ``_deferred.READ_EVERY`` (16) reports are pending and computed
-  (that call waits for no step), where it raises the op's own eager error (type and message) naming the
-  op and the user's line;
+  ``print``), or at a compiled call once ``_deferred.READ_EVERY`` (16) reports are pending and computed,
+  or once they keep ``_deferred.HOLD_BYTES`` of replaced grads alive (that call waits for no step), where
+  it raises the op's own eager error (type and message) naming the op and the user's line;
 - a **poison** flag per device, a state tensor every checked step reads and writes: set once a check has
   failed, and kept set until the error is raised.
 
