@@ -341,20 +341,23 @@ def test_a_later_process_runs_at_the_buckets_an_earlier_one_kept(cache_dir):
         np.testing.assert_allclose(losses, eager, rtol=1e-6)
         return f, disk.exe_stats["written"] - written
 
-    # 2 rows: its own bucket (2, 2) is not kept, the kept (8, 8) fits: loaded, not (4, 4) compiled for 3 rows
+    # the record names the dims that vary: 3 rows are padded from the first call; their own bucket (4, 4) is
+    # not kept and the kept (8, 8) fits: it is loaded and 3 and 2 rows run in it, nothing compiled
     f2, written = later([3, 2])
-    assert written == 1 and f2.stats.cache_loads == 1   # (the unpadded 3 rows: compiled)
-    assert f2._padder.sizes.ran == {(8, 8): XY}
+    assert written == 0 and f2.stats.cache_loads == 1 and f2._padder.sizes.ran == {(8, 8): XY}
     f2._padder.sizes.debt[(2, 2)] = 123.0   # what padding 2 rows to 8 cost so far
     f2._padder.save()
-    assert disk.bucket_record(ident)["debt"] == {(2, 2): 123.0}   # (a compile costs less than 123 s)
+    assert disk.bucket_record(ident)["debt"][(2, 2)] == 123.0   # (a compile costs less than 123 s)
+    f5, written = later([5])   # the record names the dims that vary: padded from the first call (a load)
+    assert written == 0 and f5.stats.cache_loads == 1 and f5._padder.sizes.ran == {(8, 8): XY}
+    assert f5.stats.dynamic_dims == ["x dim 0", "y dim 0"]
     f3, written = later([5, 2])   # the debt is past any compile's price: 2 rows buy their own bucket
-    assert written == 1 and f3.stats.cache_loads == 1 and list(f3._padder.sizes.ran) == [(2, 2)]
+    assert written == 1 and f3.stats.cache_loads == 1 and list(f3._padder.sizes.ran) == [(8, 8), (2, 2)]
     rec = disk.bucket_record(ident)
     assert rec["bought"] == {(XY, (8, 8)), (XY, (2, 2))} and (2, 2) not in rec["debt"]
     # a record of executables the folder does not hold (another step's): one compile, and it is dropped
     disk.save_bucket_record(str(cache_dir), ident, {"bought": {(XY, (16, 16)), (XY, (32, 32))}, "debt": {}})
     assert len([f for f in os.listdir(cache_dir) if f.startswith("dynajax-buckets-")]) == 1
     f4, written = later([5, 9])
-    assert written == 1 and f4.stats.cache_loads == 1   # (the 5 rows' exact step loaded; 16 rows compiled)
+    assert written == 1 and f4.stats.cache_loads == 1   # (5 rows at the kept (8, 8) loaded; 16 rows compiled)
     assert f4._padder.sizes.bought == {(XY, (16, 16))}

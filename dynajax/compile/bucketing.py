@@ -326,6 +326,14 @@ class Padder:
             return False
         if not self.auto or self.spec:
             return True
+        if self.ident is False:   # (the first call: an earlier process may have found which dims vary)
+            self._recall()
+            if self.spec:
+                try:
+                    declared(self.sig, self.spec, args, kwargs, self.avoid)
+                    return True
+                except (TypeError, RuntimeError, IndexError):   # (its dims do not fit this call: found again)
+                    self.spec, self.avoid, self.peak = {}, set(), {}
         shapes = _arg_shapes(args, kwargs)
         last, self.last = self.last, shapes
         if last is None or last == shapes or len(last) != len(shapes):
@@ -380,13 +388,20 @@ class Padder:
             self.sizes.debt[k] = max(v, self.sizes.debt.get(k, 0.0))
         if rec.get("price") and not self.paid:   # (what a compile of this step cost the process that made it)
             self.paid.append((rec["price"], False))
+        if self.auto and not self.spec and rec.get("spec"):   # (the automatic policy's dims: padded from call 1)
+            self.spec = {name: dict.fromkeys(dims, GEOMETRIC) for name, dims in rec["spec"].items()}
+            self.avoid |= set(rec.get("avoid", ()))
+            self.peak.update(rec.get("peak", {}))
         _RECORDED.add(self)
 
     def save(self) -> None:
         """Keep this step's bought sizes and debts in the compile cache folder's record (at a compile, at exit)."""
-        if self.ident:
-            _cache.save_bucket_record(self.folder, self.ident, {"bought": set(self.sizes.bought),
-                                                                "debt": dict(self.sizes.debt), "price": self.price()})
+        if self.ident and (self.sizes.bought or self.sizes.debt or self.spec):
+            rec = {"bought": set(self.sizes.bought), "debt": dict(self.sizes.debt), "price": self.price()}
+            if self.auto and self.spec:
+                rec.update(spec={name: sorted(dims) for name, dims in self.spec.items()}, avoid=sorted(self.avoid),
+                           peak=dict(self.peak))
+            _cache.save_bucket_record(self.folder, self.ident, rec)
 
     def call(self, compiled, args, kwargs):
         """Run ``compiled._call`` on this call padded; at its true shapes where padding stops."""

@@ -371,7 +371,9 @@ def step_identity(fn) -> str | None:
 
 def bucket_record(ident: str | None) -> dict | None:
     """What earlier processes kept for the step ``ident``: ``{"bought": {(dims, sizes)}, "debt": {sizes:
-    seconds}, "price": seconds a compile of it took}`` ({} if nothing), or None: no folder, or no identity."""
+    seconds}, "price": seconds a compile of it took}``, and where the automatic policy chose the dims,
+    ``"spec"`` (argument -> dims), ``"avoid"`` (sizes buckets skip) and ``"peak"`` (largest true size per dim);
+    {} if nothing, None where there is no folder or no identity."""
     folder = compile_cache_dir()
     if folder is None or ident is None:
         return None
@@ -384,8 +386,10 @@ def _merge_records(old: dict, new: dict) -> dict:
     for k, v in new.get("debt", {}).items():
         debt[k] = max(v, debt.get(k, 0.0))
     bought = set(old.get("bought", ())) | set(new.get("bought", ()))
-    return {"bought": bought, "debt": {k: v for k, v in debt.items() if k not in {s for _, s in bought}},
-            "price": new.get("price") or old.get("price", 0.0)}
+    merged = {**old, **new}   # (the newest spec, avoid and peak)
+    merged.update(bought=bought, debt={k: v for k, v in debt.items() if k not in {s for _, s in bought}},
+                  price=new.get("price") or old.get("price", 0.0))
+    return merged
 
 
 def save_bucket_record(folder: str, ident: str, record: dict) -> None:
