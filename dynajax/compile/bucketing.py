@@ -377,7 +377,8 @@ class Padder:
         return [f"{n} dim {d}" for n, dims in self.spec.items() for d in dims]
 
     def _recall(self) -> None:
-        """At the first padded call: what earlier processes kept of this step's buckets (``Sizes``)."""
+        """At the step's first call (automatic policy) or first padded call: what earlier processes kept of its
+        buckets (``Sizes``) and, for the automatic policy, which dims they found varying."""
         self.ident, self.folder = _cache.step_identity(self.fn), _cache.compile_cache_dir()
         rec = _cache.bucket_record(self.ident)
         if rec is None:

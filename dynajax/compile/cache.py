@@ -360,8 +360,9 @@ def _buckets_file(folder: str) -> str:
 
 def step_identity(fn) -> str | None:
     """A name of a step function that is the same in every process running the same script: its module,
-    qualified name, file and first line (steps made on one line share it: a record read under it is only a
-    price, checked by the load it predicts); None for a callable without code."""
+    qualified name, file and first line; None for a callable without code. Steps made on one line share it,
+    so what a record says under it is a guess, never a result: its buckets are checked by the load they
+    predict (a compile drops them), and dims it names are padded exactly, as any padded dim is."""
     f = getattr(fn, "__func__", fn)
     code = getattr(f, "__code__", None)
     if code is None:
