@@ -55,7 +55,7 @@ class _Entry:
     result's structure."""
 
     __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys",
-                 "calls", "key", "modules", "flags", "epoch", "donate", "kept", "checks", "py", "avals")
+                 "calls", "key", "modules", "flags", "epoch", "donate", "kept", "checks", "py", "avals", "exact")
 
 
 class Replayer:
@@ -317,6 +317,7 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
     e.epoch = _epoch.COUNT[0]
     e.py = None
     e.avals = plan.key[0]
+    e.exact = tuple(getattr(a, "aval", None) for a in cap.inputs)   # (JAX keeps one aval object per type)
     return e
 
 
@@ -377,8 +378,8 @@ def inputs(e: _Entry, args, kwargs):
     vals = gather(e.src, args, kwargs)
     if vals is None:
         return None
-    for v, (shape, dtype) in zip(vals, e.avals):   # a state tensor given another shape or dtype: recorded
-        if v.shape != shape or v.dtype != dtype:
+    for v, exact, (shape, dtype) in zip(vals, e.exact, e.avals):   # a state tensor given another shape or
+        if getattr(v, "aval", None) is not exact and (v.shape != shape or v.dtype != dtype):   # dtype: recorded
             return None
     scalars = recompute(e.scalars, e.recipes)
     if scalars is None:

@@ -42,6 +42,7 @@ from .capture import _array_type, is_array
 from .._device import STEP_COMPILER_OPTIONS, numbers_on
 from .._tensor import Tensor
 from ..lower import _tree_flatten
+from ..ops.dispatch import Pick
 
 MISSES_ALLOWED = 2       # misses a key may have, plus one per HITS_PER_MISS hits, before it stops speculating
 HITS_PER_MISS = 16
@@ -275,9 +276,16 @@ def recompute(scalars: list, recipes) -> list | None:
     if not recipes:
         return scalars
     scalars = list(scalars)
+    read: dict = {}   # (a ``Pick``'s source, read once for every number it gives)
     try:
         for slot, recipe in recipes.items():
-            scalars[slot] = recipe()
+            if type(recipe) is Pick:
+                got = read.get(recipe.source)
+                if got is None:
+                    got = read[recipe.source] = recipe.source()
+                scalars[slot] = got[recipe.index]
+            else:
+                scalars[slot] = recipe()
     except Exception:
         return None
     return scalars

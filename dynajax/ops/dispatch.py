@@ -102,6 +102,20 @@ def _active(sym: Sym) -> "Capture":
     return cap
 
 
+class Pick:
+    """A number recipe (``scalar_recipes``) reading entry ``index`` of what ``source()`` returns: the recipes
+    of one op's numbers share their ``source`` (an optimizer's numbers of its param group), which a replayed
+    call reads once for all of them (``compile.speculate.recompute``)."""
+
+    __slots__ = ("index", "source")
+
+    def __init__(self, source, index: int) -> None:
+        self.source, self.index = source, index
+
+    def __call__(self):
+        return self.source()[self.index]
+
+
 class scalar_recipes:
     """Context around one op's ``apply``: ``recipes[pos]()`` recomputes the Python number passed at argument
     position ``pos`` from where it came from (an optimizer's param group), so that a speculative run

@@ -21,7 +21,7 @@ import functools
 
 import jax.numpy as jnp
 
-from ..ops.dispatch import current, scalar_recipes, value_aval
+from ..ops.dispatch import Pick, current, scalar_recipes, value_aval
 from ..ops import registry
 from ..ops.registry import VARIADIC, apply, op
 from ..ops.views import write
@@ -335,16 +335,14 @@ def _fused_apply(fn, items: list, numbers, group, **params) -> None:
             write(t, new)
         return
     n = len(tensors)
-    with scalar_recipes({n + k: functools.partial(_number, numbers, group, k) for k in range(len(nums))}):
+    source = functools.partial(numbers, group)
+    with scalar_recipes({n + k: Pick(source, k) for k in range(len(nums))}):
         if cap.update_in_place(fn, (*tensors, *nums), params, written):
             return
         out = apply(fn, *tensors, *nums, **params)
     for t, new in zip(written, out):
         write(t, new)
 
-
-def _number(numbers, group, k):
-    return numbers(group)[k]
 
 
 def adam_update(params, group):
