@@ -25,7 +25,7 @@ import tempfile
 
 import jax
 
-__all__ = ["listen", "jax_cache_hits", "compile_fresh", "read", "write", "config_key"]
+__all__ = ["listen", "jax_cache_hits", "compile_fresh", "read", "write", "write_file", "config_key"]
 
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"
 _hits = [0]            # executables JAX's persistent cache supplied in this process (jax.monitoring events)
@@ -114,19 +114,36 @@ def write(path: str, key: str, compiled, extra=None) -> bool:
     try:
         blob, in_tree, out_tree = se.serialize(compiled)
         data = pickle.dumps((key, blob, in_tree, out_tree, extra))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
     except Exception:
+        return False
+    if not write_file(path, data):
         return False
     _trim(os.path.dirname(path), len(data))
     return True
+
+
+def write_file(path: str, data: bytes) -> bool:
+    """``data`` written to ``path`` atomically (through a temporary file in its folder, created if missing): a
+    reader sees the old file or the new one, never half of one. False where it cannot be (a read-only or
+    vanished folder)."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return True
+    except BaseException as exc:   # (an interrupt included: no temporary file left behind)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            return False
+        raise
 
 
 # ---------------------------------------------------------------- a bounded folder

@@ -27,7 +27,6 @@ import functools
 import hashlib
 import os
 import pickle
-import tempfile
 import time
 import types
 
@@ -190,14 +189,7 @@ def _write_merged(path: str, new: dict, merge=None) -> bool:
     merged = _read_dict(path)
     for k, v in new.items():
         merged[k] = v if merge is None or k not in merged else merge(merged[k], v)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(merged, f)
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        return False
+    return _exe_store.write_file(path, pickle.dumps(merged))
 
 
 def _read_shapes(folder: str) -> dict:
