@@ -204,12 +204,12 @@ _PAIR_RESULT: dict = {}
 def result_type2(a, b) -> np.dtype:
     """``result_type(a, b)`` with a cache keyed on (dtype, is 0-d) or the Python scalar type."""
     try:
-        va = a._value
+        va = a._v
         ka = (va.dtype, va.ndim == 0)
     except AttributeError:
         ka = type(a)
     try:
-        vb = b._value
+        vb = b._v
         kb = (vb.dtype, vb.ndim == 0)
     except AttributeError:
         kb = type(b)
@@ -221,7 +221,7 @@ def result_type2(a, b) -> np.dtype:
 
 
 def _key_of(a):
-    v = getattr(a, "_value", None)
+    v = getattr(a, "_v", None)
     if v is not None:
         return (0 if v.ndim else 1, v.dtype)
     if isinstance(a, np.ndarray) or hasattr(a, "dtype"):

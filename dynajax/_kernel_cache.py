@@ -30,6 +30,7 @@ store is dynajax's own: JAX's global configuration is left as it is.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import os
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from . import _exe_store
 from ._device import eager_compiler_options, host_put
+from ._rows import Rows, exact
 
 __all__ = ["bucket", "run_bucketed", "rule_for", "stats", "kernel_dir", "set_kernel_dir"]
 
@@ -67,7 +69,7 @@ def bucket(n: int) -> int:
 
 
 _BUCKET_SET = frozenset(b for b in BUCKETS if b <= 1 << 20)
-stats = {"bucketed_calls": 0, "kernels_compiled": 0, "kernels_loaded": 0, "settled_shapes": 0}
+stats = {"bucketed_calls": 0, "kernels_compiled": 0, "kernels_loaded": 0, "settled_shapes": 0, "masked": 0}
 
 
 # ---------------------------------------------------------------- where the bucketed path is on
@@ -89,10 +91,16 @@ def _enabled() -> bool:
 # kernel) or (n, pad) with ``n`` the call's leading size and ``pad(B) -> (vals, params, finish)`` the call
 # at bucket size ``B`` and what turns the bucket's result into this call's.
 
-def _pad_rows(v, B: int, fill=0):
-    """``v`` (a host-resident JAX array) with rows appended up to ``B``, filled with ``fill``: a numpy array,
-    which the bucket's kernel takes as it is (its call copies it in, in C++: ~10 us, where making it a JAX
-    array first costs ~30 us more)."""
+def _pad_rows(v, B: int, fill=0, clean: bool = False):
+    """``v`` with rows appended up to ``B``, filled with ``fill``. A host-resident JAX array is padded on the
+    host: a numpy array, which the bucket's kernel takes as it is (its call copies it in, in C++: ~10 us,
+    where making it a JAX array first costs ~30 us more). An earlier bucketed op's padded result (``Rows``)
+    of ``B`` rows is taken as it is, with no wait for the op that made it; ``clean`` (the op sums over the
+    rows, or reads the pad rows' values): with its pad rows set to ``fill`` first, by a kernel."""
+    if type(v) is Rows:
+        if v.full.shape[0] == B:
+            return _masked(v, fill) if clean else v.full
+        v = v.exact()
     a = np.asarray(v)
     out = np.empty((B,) + a.shape[1:], a.dtype)
     out[:a.shape[0]] = a
@@ -100,22 +108,19 @@ def _pad_rows(v, B: int, fill=0):
     return out
 
 
-def _slice_rows(o, m: int):
-    return host_put(np.asarray(o)[:m])
-
-
 def _rows_of(m):
-    return lambda out: _slice_rows(out, m)
+    """A bucket kernel's result whose first ``m`` rows are the call's: kept padded (``Rows``)."""
+    return lambda out: out if out.shape[0] == m else Rows(out, m)
 
 
 def _whole(out):
     return out
 
 
-def _padded(vals, which, B, fills=None):
+def _padded(vals, which, B, fills=None, clean=False):
     vals = list(vals)
     for k, i in enumerate(which):
-        vals[i] = _pad_rows(vals[i], B, 0 if fills is None else fills[k])
+        vals[i] = _pad_rows(vals[i], B, 0 if fills is None else fills[k], clean)
     return vals
 
 
@@ -153,7 +158,7 @@ def _rows(*which, min_rank=1, fills=None, keep=True):
             elif v.shape[0] != n:
                 return None
         f = None if fills is None else [fl(params) for fl in fills]
-        return n, lambda B: (_padded(vals, which, B, f), params, _rows_of(n) if keep else _whole)
+        return n, lambda B: (_padded(vals, which, B, f, clean=not keep), params, _rows_of(n) if keep else _whole)
     return rule
 
 
@@ -173,7 +178,7 @@ def _sum(vals, params):
 
     def pad(B):
         p = dict(params, shape=(B,) + tuple(v.shape[1:]))
-        return [_pad_rows(v, B)], p, _whole if over_rows else _rows_of(n)
+        return [_pad_rows(v, B, clean=over_rows)], p, _whole if over_rows else _rows_of(n)
     return n, pad
 
 
@@ -183,8 +188,8 @@ def _nll(vals, params):
         return None
     n, ign = target.shape[0], params["ignore_index"]
     keep = params["reduction"] == "none"
-    return n, lambda B: ([_pad_rows(logp, B), _pad_rows(target, B, ign), *vals[2:]], params,
-                         _rows_of(n) if keep else _whole)
+    return n, lambda B: ([_pad_rows(logp, B, clean=not keep), _pad_rows(target, B, ign, clean=True), *vals[2:]],
+                         params, _rows_of(n) if keep else _whole)
 
 
 def _nll_backward(vals, params):
@@ -193,10 +198,11 @@ def _nll_backward(vals, params):
         return None
     n, ign = target.shape[0], params["ignore_index"]
     if getattr(g, "ndim", 0) == 1 and g.shape[0] == n:     # reduction='none': one cotangent per row
-        return n, lambda B: ([_pad_rows(g, B), _pad_rows(target, B, ign), *vals[2:]], params, _rows_of(n))
+        return n, lambda B: ([_pad_rows(g, B), _pad_rows(target, B, ign, clean=True), *vals[2:]], params,
+                             _rows_of(n))
     if getattr(g, "ndim", 0) != 0:
         return None
-    return n, lambda B: ([g, _pad_rows(target, B, ign), *vals[2:]], params, _rows_of(n))
+    return n, lambda B: ([g, _pad_rows(target, B, ign, clean=True), *vals[2:]], params, _rows_of(n))
 
 
 def _embedding_backward(vals, params):
@@ -294,7 +300,7 @@ def _sum_to_shape(vals, params):
 
     def pad(B):
         p = dict(params, in_shape=(B,) + in_shape[1:], shape=((B,) + shape[1:]) if kept else shape)
-        return [_pad_rows(v, B)], p, _rows_of(n) if kept else _whole
+        return [_pad_rows(v, B, clean=not kept)], p, _rows_of(n) if kept else _whole
     return n, pad
 
 
@@ -367,12 +373,14 @@ def run_bucketed(op, fn, vals, params):
     n, pad = got
     host = _ON_HOST.get(op.name)
     if host is not None:
-        out = host(vals, params)
+        out = host([exact(v) for v in vals], params)
         if out is not None:
             return out
     if n in _BUCKET_SET:
+        vals = [exact(v) for v in vals]
         return _kernel(op, params, vals)(*vals)
     pvals, pparams, finish = pad(bucket(n))
+    pvals = [exact(v) for v in pvals]   # (inputs the rule leaves as they are: weights, broadcast rows)
     stats["bucketed_calls"] += 1
     return finish(_kernel(op, pparams, pvals)(*pvals))
 
@@ -381,8 +389,36 @@ def _kernel(op, params, vals):
     key = (op.name, tuple(params.items()), _aval_key(vals))
     k = _KERNELS.get(key)
     if k is None:
-        k = _KERNELS[key] = _load_or_compile(op, params, vals)
+        k = _KERNELS[key] = _load_or_compile(op.jitted(params), vals)
     return k
+
+
+def _mask_rows(full, n, fill):
+    rows = jax.lax.broadcasted_iota(np.int32, full.shape, 0)
+    return jax.numpy.where(rows < n, full, jax.numpy.asarray(fill, full.dtype))
+
+
+class _PadRows:
+    """What :func:`_kernel` needs of an op, for the kernel setting a padded array's rows from ``n`` on to
+    ``fill``."""
+    name = "pad rows"
+    _jits: dict = {}
+
+    @classmethod
+    def jitted(cls, params):
+        fill = params["fill"]
+        j = cls._jits.get(fill)
+        if j is None:
+            j = cls._jits[fill] = jax.jit(functools.partial(_mask_rows, fill=fill))
+        return j
+
+
+def _masked(v: Rows, fill):
+    """``v``'s padded array with its pad rows set to ``fill``, by a kernel (one per bucket shape, kept in the
+    store like the ops' own): what an op summing over the rows adds of them must be nothing."""
+    args = (v.full, np.int32(v.n))
+    stats["masked"] += 1
+    return _kernel(_PadRows, {"fill": fill}, args)(*args)
 
 
 # ---------------------------------------------------------------- the on-disk store
@@ -445,9 +481,9 @@ def _entry_name(traced) -> str:
     return h.hexdigest()
 
 
-def _load_or_compile(op, params, vals):
+def _load_or_compile(jitted, vals):
     folder = kernel_dir()
-    traced = op.jitted(params).trace(*vals)
+    traced = jitted.trace(*vals)
     if folder is None:
         stats["kernels_compiled"] += 1
         return traced.lower().compile()

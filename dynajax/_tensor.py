@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _deferred, _device, _dtype, _epoch
 from ._format import tensor_repr
+from ._rows import Rows as _Rows
 from .ops.dispatch import current, value_aval
 from .autograd import grad_mode
 from .ops import registry
@@ -29,7 +30,7 @@ class Tensor:
 
     # Hot attributes are slots set by ``_init``; rarely set ones live in the instance dict only
     # when set, falling back to the class defaults below (fewer stores per op).
-    __slots__ = ("_value", "_rg", "grad_fn", "_out_idx", "_vc", "_base", "__weakref__", "__dict__")
+    __slots__ = ("_v", "_rg", "grad_fn", "_out_idx", "_vc", "_base", "__weakref__", "__dict__")
     __array_priority__ = 1000
     _grad = None            # ``.grad``, read through a C getter (``grad`` below); dynajax writes it directly
     _view = None            # view chain from the base (views only)
@@ -46,40 +47,54 @@ class Tensor:
             return tensor(data).float() if not kwargs and not args else tensor(data, *args, **kwargs)
         return object.__new__(cls)
 
+    # ---------------------------------------------------------------- the value
+    # ``_v`` holds the tensor's JAX array, or a ``Rows`` (a bucketed eager op's padded result: ``_rows``) whose
+    # shape, dtype and device answer for it; ``_value`` is always the array, sliced from a ``Rows`` once.
+    @property
+    def _value(self):
+        v = self._v
+        if type(v) is _Rows:
+            v = self._v = v.exact()
+        return v
+
+    @_value.setter
+    def _value(self, v):
+        self._v = v
+
     # ---------------------------------------------------------------- basics
     @property
     def shape(self) -> "Size":
-        return Size(self._value.shape)
+        return Size(self._v.shape)
 
     def size(self, dim: int | None = None):
         if dim is None:
-            return Size(self._value.shape)
-        return self._value.shape[_wrap_dim(dim, self._value.ndim)]
+            return Size(self._v.shape)
+        return self._v.shape[_wrap_dim(dim, self._v.ndim)]
 
     def dim(self) -> int:
-        return self._value.ndim
+        return self._v.ndim
 
     ndimension = dim
 
     @property
     def ndim(self) -> int:
-        return self._value.ndim
+        return self._v.ndim
 
     def numel(self) -> int:
-        return int(self._value.size)
+        return int(self._v.size)
 
     nelement = numel
 
     def element_size(self) -> int:
-        return self._value.dtype.itemsize
+        return self._v.dtype.itemsize
 
     @property
     def dtype(self) -> _dtype.dtype:
-        return _dtype.from_np(self._value.dtype)
+        return _dtype.from_np(self._v.dtype)
 
     @property
     def device(self):
-        return _device.device_of(self._value)
+        return _device.device_of(self._v)
 
     @property
     def is_cuda(self) -> bool:
@@ -92,10 +107,10 @@ class Tensor:
     is_xpu = is_mps = is_sparse = is_quantized = is_meta = property(lambda self: False)   # none exist in dynajax
 
     def is_floating_point(self) -> bool:
-        return _dtype.from_np(self._value.dtype).is_floating_point
+        return _dtype.from_np(self._v.dtype).is_floating_point
 
     def is_complex(self) -> bool:
-        return self._value.dtype.kind == "c"
+        return self._v.dtype.kind == "c"
 
     def is_contiguous(self, memory_format=None) -> bool:
         """Whether PyTorch would lay this tensor out contiguously (a view's strides: ``views.layout``)."""
@@ -160,7 +175,7 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
                                "to use a computed variable in a subgraph that doesn't require "
                                "differentiation use var_no_grad = var.detach().")
-        if requires_grad and not _is_diff_dtype(self._value.dtype):
+        if requires_grad and not _is_diff_dtype(self._v.dtype):
             raise RuntimeError("only Tensors of floating point and complex dtype can require gradients "
                                f"(got dtype {self.dtype!r})")
         if self._rg != bool(requires_grad):
@@ -250,7 +265,7 @@ class Tensor:
     @data.setter
     def data(self, other: "Tensor") -> None:
         other = other if isinstance(other, Tensor) else Tensor(other)
-        if self._rg and not _is_diff_dtype(other._value.dtype):
+        if self._rg and not _is_diff_dtype(other._v.dtype):
             raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         self._value = other._value
         self._vc[1] += 1
@@ -259,8 +274,8 @@ class Tensor:
     # ---------------------------------------------------------------- conversions
     def item(self):
         """The value of a one-element tensor as a Python number."""
-        if self._value.size != 1:
-            raise RuntimeError(f"a Tensor with {self._value.size} elements cannot be converted to Scalar")
+        if self._v.size != 1:
+            raise RuntimeError(f"a Tensor with {self._v.size} elements cannot be converted to Scalar")
         if _deferred.PENDING:   # a host read: an earlier compiled step's failed index check is raised here
             _deferred.surface()
         if self._base is not None:
@@ -293,14 +308,14 @@ class Tensor:
         return self.detach()._value
 
     def __bool__(self) -> bool:
-        if self._value.size != 1:
+        if self._v.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())
 
     def _python_number(self):
         """The one element, for ``float()``/``int()``/``complex()``: PyTorch raises ValueError there (where
         ``item()`` raises RuntimeError) for a tensor of another size."""
-        if self._value.size != 1:
+        if self._v.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         return self.item()
 
@@ -322,17 +337,17 @@ class Tensor:
         return bool((self == element).any())
 
     def __index__(self) -> int:
-        if self._value.size != 1 or not _dtype.is_integral(self._value.dtype, include_bool=True):
+        if self._v.size != 1 or not _dtype.is_integral(self._v.dtype, include_bool=True):
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __len__(self) -> int:
-        if self._value.ndim == 0:
+        if self._v.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self._value.shape[0]
+        return self._v.shape[0]
 
     def __iter__(self):
-        if self._value.ndim == 0:
+        if self._v.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
@@ -349,7 +364,7 @@ class Tensor:
         return self.__repr__()  # so subclasses' repr (Parameter) is used by print too
 
     def __format__(self, spec: str) -> str:
-        if self._value.ndim == 0:
+        if self._v.ndim == 0:
             return format(self.item(), spec)
         if spec:   # (as object.__format__ in PyTorch's: a spec applies to 0-d tensors only)
             raise TypeError("unsupported format string passed to Tensor.__format__")
@@ -458,7 +473,7 @@ def _wrap_dim(dim: int, ndim: int) -> int:
 
 
 def _init(t: Tensor, value, requires_grad=False, grad_fn=None, idx=0, vc=None) -> Tensor:
-    t._value = value
+    t._v = value
     t._rg = requires_grad
     t.grad_fn = grad_fn
     t._out_idx = idx

@@ -434,7 +434,7 @@ class Layout:
             elif id(obj) in of_grad:
                 got = (1, of_grad[id(obj)])
             else:
-                got = (2, self.state_sharding(tuple(obj._value.shape)))
+                got = (2, self.state_sharding(tuple(obj._v.shape)))
             if var not in by_var or got[0] < by_var[var][0]:
                 by_var[var] = got
         return [by_var[v][1] for v in plan.outs]

@@ -144,7 +144,7 @@ def _jax_op(name: str, flat: Callable, nout: int) -> registry.Op:
 
     def rule(g, out, *inputs):
         gs = g if isinstance(g, tuple) else (g,)
-        fpos = [j for j, t in enumerate(inputs) if _is_float(t._value.dtype)]
+        fpos = [j for j, t in enumerate(inputs) if _is_float(t._v.dtype)]
         k = len(inputs)
 
         def pull(*a):

@@ -278,14 +278,14 @@ class _Tracer:
             v = self._replay_view(a)
         elif id(a) in self.known:
             raise RuntimeError(
-                f"lowering: a tensor of shape {list(a._value.shape)} was changed outside dynajax ops (a random "
+                f"lowering: a tensor of shape {list(a._v.shape)} was changed outside dynajax ops (a random "
                 "fill or a write through .data / a detached view) after the trace had used it; lowering would "
                 "mix its old and new values. Do that write with a recorded op or before lowering.")
         elif self.born.get(id(a), _dead)() is a:
-            v = Var(self.fresh("c"), a._value.shape, a._value.dtype, "const", value=a._value, where=_user_frame())
+            v = Var(self.fresh("c"), a._v.shape, a._v.dtype, "const", value=a._value, where=_user_frame())
             self.bind(a, v)
         else:
-            v = Var(self.fresh("p"), a._value.shape, a._value.dtype, "param", live=_is_float(a._value.dtype))
+            v = Var(self.fresh("p"), a._v.shape, a._v.dtype, "param", live=_is_float(a._v.dtype))
             self.params.append((v, a))
             self.bind(a, v)
         fn = a.grad_fn
@@ -349,7 +349,7 @@ class _Tracer:
         live = any(isinstance(v, Var) and v.live for v in ins)
         ovars = []
         for o in outs:
-            v = Var(self.fresh("t"), o._value.shape, o._value.dtype, "op", live=live and _is_float(o._value.dtype))
+            v = Var(self.fresh("t"), o._v.shape, o._v.dtype, "op", live=live and _is_float(o._v.dtype))
             self.bind(o, v)
             ovars.append(v)
             if o.grad_fn is not None:
@@ -502,7 +502,7 @@ def _refuse_hooks(tracer: _Tracer, call_leaves: list) -> None:
             hooked.append(f"{v.type_str()} (op {tracer.nodes[nid].op.name})")
     for t in call_leaves:
         if isinstance(t, Tensor) and t._hooks:
-            hooked.append(f"{_short_dtype(t._value.dtype)}[{','.join(map(str, t._value.shape))}] (an argument)")
+            hooked.append(f"{_short_dtype(t._v.dtype)}[{','.join(map(str, t._v.shape))}] (an argument)")
     if hooked:
         names = ", ".join(hooked)
         raise NotImplementedError(
@@ -572,7 +572,7 @@ def lower_graph(outputs, inputs=None, allow_unused: bool = False) -> Lowered:
         if t._base is not None:
             t._sync()
         k = (id(t.grad_fn), t._out_idx) if t.grad_fn is not None else (id(t), -1)
-        v = Var(f"in{i}", t._value.shape, t._value.dtype, "input", live=True)
+        v = Var(f"in{i}", t._v.shape, t._v.dtype, "input", live=True)
         key_to_var[k] = v
         in_vars.append(v)
     nodes = _collect(roots, key_to_var)[::-1]  # creation order
@@ -600,7 +600,7 @@ def lower_graph(outputs, inputs=None, allow_unused: bool = False) -> Lowered:
             k = (id(fn), idx)
             v = key_to_var.get(k)
             if v is None and idx < 0:
-                v = Var(f"p{len(param_vars)}", fn._value.shape, fn._value.dtype, "param", live=True)
+                v = Var(f"p{len(param_vars)}", fn._v.shape, fn._v.dtype, "param", live=True)
                 param_vars.append(v)
                 params[v.name] = fn
                 key_to_var[k] = v
@@ -618,7 +618,7 @@ def lower_graph(outputs, inputs=None, allow_unused: bool = False) -> Lowered:
     for (fn, idx), t in zip(roots, outs_t):
         v = key_to_var.get((id(fn), idx))
         if v is None:
-            v = Var("c", t._value.shape, t._value.dtype, "const", value=t._value)
+            v = Var("c", t._v.shape, t._v.dtype, "const", value=t._value)
         if v.kind == "input":
             used.add(id(v))
         out_vars.append(v)

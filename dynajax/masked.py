@@ -57,7 +57,7 @@ def _identity(kind: str, input: Tensor):
     """The value a masked-out element takes for a reduction of ``kind``: "sum", "prod", "max" or "min"."""
     if kind in ("sum", "prod"):
         return 0 if kind == "sum" else 1
-    d = input._value.dtype
+    d = input._v.dtype
     if _dtype.is_float(d) or d.kind == "c":
         return -float("inf") if kind == "max" else float("inf")
     info = np.iinfo(np.int64 if d == np.bool_ else d)
@@ -101,7 +101,7 @@ def sum(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=None
 def prod(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """The product of the elements ``mask`` keeps (one dim at a time, as PyTorch)."""
     x = _filled(input, mask, "prod")
-    if dtype is None and _dtype.is_integral(x._value.dtype, True):
+    if dtype is None and _dtype.is_integral(x._v.dtype, True):
         dtype = _dtype.int64
     x = _cast(x, dtype)
     for d in reversed(_dims(dim, x.dim())):

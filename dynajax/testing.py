@@ -121,7 +121,7 @@ class _Setup:
             raise ValueError("check_grads: the function has no differentiable output (no floating-point output "
                              "depends on a floating-point input through recorded ops)")
         self.ws = [self.rng.standard_normal(tuple(leaves[k].shape)) for k in self.sel]
-        self.ws = [w.astype(np.dtype(leaves[k]._value.dtype)) for w, k in zip(self.ws, self.sel)]
+        self.ws = [w.astype(np.dtype(leaves[k]._v.dtype)) for w, k in zip(self.ws, self.sel)]
 
     def tensors(self, arrays=None) -> list:
         arrays = self.arrays if arrays is None else arrays
@@ -243,7 +243,7 @@ def _tape_cotangents(rule_out, ins, in_vals) -> list:
         if r is None or not isinstance(x, Var) or not _is_float(x.dtype):
             out.append(None if r is None else _np(r))
             continue
-        if tuple(r._value.shape) != x.shape:
+        if tuple(r._v.shape) != x.shape:
             r = sum_to_shape(r, x.shape)
         out.append(_np(r).astype(x.dtype))
     return out

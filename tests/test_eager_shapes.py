@@ -116,6 +116,63 @@ def test_gru_cell_loop_lm_on_odd_lengths(T):
         assert_close(a.grad, e.grad, rtol=1e-5, atol=1e-6)
 
 
+def test_a_chain_of_bucketed_ops_keeps_its_results_padded_until_read():
+    """Between bucketed ops a result stays padded (a ``Rows``, no host slice and no wait); its pad rows hold
+    what the kernels made of the pads (here NaN: log of a negative number), and a sum over the rows, a
+    weight gradient and a mean cross-entropy still add none of them. Any other read (``.numpy()``, an op
+    with no bucketed form, an in-place write) sees the exact value."""
+    from dynajax._rows import Rows
+    n = 37
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.5, 2.0, (n, 6)).astype(np.float32)
+    w = (rng.standard_normal((4, 6)) * 0.5).astype(np.float32)
+    y = rng.integers(0, 4, n)
+
+    def f(lib, x, w):
+        h = (x - 0.25).log()                 # pad rows: log(-0.25), NaN
+        z = lib.nn.functional.linear(h, w)
+        return h, z, h.sum(0), lib.nn.functional.cross_entropy(z, lib.tensor(y) if lib is dj else torch.from_numpy(y))
+
+    xd, wd = to_dj(x, True), to_dj(w, True)
+    xt, wt = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+    masked = kc.stats["masked"]
+    (h, z, hs, loss), calls = _bucketed(lambda: f(dj, xd, wd))
+    ht, zt, hst, losst = f(torch, xt, wt)
+    assert calls >= 4
+    assert type(h._v) is Rows and type(z._v) is Rows and h._v.full.shape[0] == 64
+    assert np.isnan(np.asarray(h._v.full)[n:]).all()     # the pads' own values, never read as values
+    assert h.shape == (n, 6) and z.dtype == dj.float32 and h.ndim == 2 and h.numel() == n * 6
+    (loss + hs.sum()).backward()
+    (losst + hst.sum()).backward()
+    assert kc.stats["masked"] > masked          # the sums over rows zeroed the pad rows first
+    assert_close(hs, hst, rtol=1e-5, atol=1e-5)
+    assert_close(loss, losst, rtol=1e-5, atol=1e-6)
+    assert_close(xd.grad, xt.grad, rtol=1e-5, atol=1e-6)
+    assert_close(wd.grad, wt.grad, rtol=1e-5, atol=1e-5)
+    assert type(z._v) is Rows
+    np.testing.assert_allclose(z.detach().numpy(), zt.detach().numpy(), rtol=1e-5, atol=1e-5)   # an exact read
+    assert type(z._v) is not Rows and z._v.shape == (n, 4)
+    assert_close(h.detach().cumsum(0), ht.detach().cumsum(0), rtol=1e-5, atol=1e-5)   # an op with no bucketed form
+    g = h.detach() * 2
+    assert type(g._v) is Rows
+    g.add_(1)                                     # an in-place write on a padded result
+    assert_close(g, ht.detach() * 2 + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_a_padded_result_enters_a_compiled_step_exact():
+    from dynajax._rows import Rows
+    n = 13
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((n, 5)).astype(np.float32)
+    h = to_dj(x).exp()
+    assert type(h._v) is Rows
+
+    @dj.compile
+    def step(h):
+        return (h * h).sum(0)
+    np.testing.assert_allclose(np.asarray(step(h)), (np.exp(x) ** 2).sum(0), rtol=1e-5)
+
+
 def test_new_sizes_compile_only_the_bucket_kernels(monkeypatch):
     """Sizes 9..16 share bucket 16: after the first of them, the others compile nothing. (From a clean
     start: calls counted by earlier tests in the process could make a shape settle on its own kernel here,

@@ -23,7 +23,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "dynajax"
 
 FLOORS = {
-    0: ["dynajax._dtype", "dynajax._epoch", "dynajax._lru", "dynajax._kernel_cache", "dynajax._exe_store", "dynajax._format", "dynajax._device",
+    0: ["dynajax._dtype", "dynajax._epoch", "dynajax._lru", "dynajax._kernel_cache", "dynajax._rows", "dynajax._exe_store", "dynajax._format", "dynajax._device",
         "dynajax._sizes", "dynajax._deferred", "dynajax.autograd.grad_mode", "dynajax.autograd.graph", "dynajax.ops.dispatch"],
     1: ["dynajax.ops.registry"],
     2: ["dynajax._tensor"],

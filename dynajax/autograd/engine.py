@@ -86,7 +86,7 @@ def _root_grads(outputs, grad_outputs, create_graph) -> list:
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            if out._value.dtype.kind == "c":
+            if out._v.dtype.kind == "c":
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
                                    f"torch.{out.dtype.name}")
             g = fill_like(out, 1)   # (an op without a rule: no graph edge to ``out``)
@@ -192,10 +192,10 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, targets=None
                 if needed is not None and not _useful(e, needed, targets):
                     continue
                 shape, dt = node.in_meta[i]
-                if g._value.shape != shape:
+                if g._v.shape != shape:
                     g = sum_to_shape(g, shape)
-                if g._value.dtype != dt:
-                    if g._value.dtype.kind == "c" and dt.kind != "c":   # a real input of a complex result: its
+                if g._v.dtype != dt:
+                    if g._v.dtype.kind == "c" and dt.kind != "c":   # a real input of a complex result: its
                         g = g.real                                      # gradient is the real part (PyTorch's)
                     g = g.to(from_np(dt))
                 if _anomaly["enabled"]:

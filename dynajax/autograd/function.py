@@ -159,12 +159,12 @@ class Function:
         for a in args:
             if isinstance(a, Tensor) and a.requires_grad:
                 edges.append((a.grad_fn, a._out_idx) if a.grad_fn is not None else (a, -1))
-                in_meta.append((a._value.shape, a._value.dtype))
+                in_meta.append((a._v.shape, a._v.dtype))
             else:
                 edges.append(None)
-                in_meta.append((a._value.shape, a._value.dtype) if isinstance(a, Tensor) else None)
+                in_meta.append((a._v.shape, a._v.dtype) if isinstance(a, Tensor) else None)
         ctx._in_meta = tuple(in_meta)
-        out_meta = tuple((o._value.shape, o._value.dtype) for o in outs if isinstance(o, Tensor))
+        out_meta = tuple((o._v.shape, o._v.dtype) for o in outs if isinstance(o, Tensor))
         node = Node(op, {"ctx": ctx, "nout": op.nout}, tuple(edges), tuple(None for _ in args),
                     tuple(None for _ in args), tuple(in_meta), None, out_meta)
         wrapped = []

@@ -449,7 +449,7 @@ def _full(m, shape):
 def _fill(x, live, value):
     """``x`` with ``value`` (cast to x's dtype) where ``live`` is False."""
     from ..ops.elementwise import where
-    dt = np.dtype(x._value.dtype)
+    dt = np.dtype(x._v.dtype)
     if dt == np.bool_:
         value = bool(value)
     elif dt.kind in "iu":
@@ -521,7 +521,7 @@ def _structural(data):
             mp["dtype"] = np.dtype(bool)
         om = _run(op, margs, mp)
         oms = om if isinstance(om, tuple) else (om,)
-        return out, [o if o._value.dtype == np.bool_ else o != 0 for o in oms]
+        return out, [o if o._v.dtype == np.bool_ else o != 0 for o in oms]
     rule.structural = True
     return rule
 

@@ -200,7 +200,7 @@ class Normal(_LocScale):
         return self.scale * self.scale
 
     def rsample(self, sample_shape=()) -> Tensor:
-        eps = _make(random.sample("normal", self._extended_shape(sample_shape), self.loc._value.dtype))
+        eps = _make(random.sample("normal", self._extended_shape(sample_shape), self.loc._v.dtype))
         return self.loc + eps * self.scale
 
     def log_prob(self, value) -> Tensor:
@@ -250,7 +250,7 @@ class Uniform(Distribution):
         return (self.high - self.low) ** 2 / 12
 
     def rsample(self, sample_shape=()) -> Tensor:
-        u = _make(random.sample("uniform", self._extended_shape(sample_shape), self.low._value.dtype))
+        u = _make(random.sample("uniform", self._extended_shape(sample_shape), self.low._v.dtype))
         return self.low + u * (self.high - self.low)
 
     def log_prob(self, value) -> Tensor:
@@ -285,7 +285,7 @@ class Categorical(Distribution):
             if probs.dim() < 1:
                 raise ValueError("`probs` parameter must be at least one-dimensional.")
             self.probs = probs / probs.sum(-1, keepdim=True)
-            self.logits = self.probs.clamp(min=np.finfo(probs._value.dtype).tiny).log()
+            self.logits = self.probs.clamp(min=np.finfo(probs._v.dtype).tiny).log()
         else:
             logits = _as_tensor(logits)
             if logits.dim() < 1:
@@ -330,8 +330,8 @@ class Categorical(Distribution):
             shape = _shape(sample_shape) + self._batch_shape + (self._num_events,)
             logits = self.logits.detach()
             # noise in at least float32: a half-precision uniform has 2**-8 steps, which would skew the draw
-            work = np.promote_types(logits._value.dtype, np.float32)
-            if work != logits._value.dtype:
+            work = np.promote_types(logits._v.dtype, np.float32)
+            if work != logits._v.dtype:
                 logits = logits.float()
             u = _make(random.sample("uniform", shape, work))
             tiny = float(np.finfo(work).tiny)
@@ -347,7 +347,7 @@ class Categorical(Distribution):
         return log_pmf.gather(-1, value[..., :1]).squeeze(-1)
 
     def entropy(self) -> Tensor:
-        logits = self.logits.clamp(min=float(np.finfo(self.logits._value.dtype).min))
+        logits = self.logits.clamp(min=float(np.finfo(self.logits._v.dtype).min))
         return -(logits * self.probs).sum(-1)
 
     def enumerate_support(self, expand: bool = True) -> Tensor:
@@ -369,7 +369,7 @@ class Bernoulli(Distribution):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         if probs is not None:
             self.probs = _as_tensor(probs)
-            eps = float(np.finfo(self.probs._value.dtype).eps)
+            eps = float(np.finfo(self.probs._v.dtype).eps)
             p = self.probs.clamp(eps, 1 - eps)
             self.logits = p.log() - (-p).log1p()
         else:
@@ -401,12 +401,12 @@ class Bernoulli(Distribution):
         from ..ops.shape import expand
         shape = self._extended_shape(sample_shape)
         probs = self.probs.detach()
-        if np.dtype(probs._value.dtype).itemsize < 4:
+        if np.dtype(probs._v.dtype).itemsize < 4:
             # compared with a uniform drawn in the probabilities' dtype, which in half precision has 2**-8
             # steps near 0 (p = 0.001 came out 1s ~8x too often in bfloat16)
             probs = probs.float()
         p = expand(probs, shape)._value
-        return _make(random.sample("bernoulli", shape, self.probs._value.dtype, p))
+        return _make(random.sample("bernoulli", shape, self.probs._v.dtype, p))
 
     def log_prob(self, value) -> Tensor:
         from ..nn.functional import binary_cross_entropy_with_logits
@@ -449,7 +449,7 @@ class Exponential(Distribution):
         return self.rate.reciprocal()
 
     def rsample(self, sample_shape=()) -> Tensor:
-        u = _make(random.sample("uniform", self._extended_shape(sample_shape), self.rate._value.dtype))
+        u = _make(random.sample("uniform", self._extended_shape(sample_shape), self.rate._v.dtype))
         return -(-u).log1p() / self.rate     # u < 1, so the draw is finite
 
     def log_prob(self, value) -> Tensor:
@@ -480,7 +480,7 @@ class Laplace(_LocScale):
 
     def rsample(self, sample_shape=()) -> Tensor:
         # u uniform on (-1, 1) (the open end keeps log1p(-|u|) finite): loc - scale * sign(u) * log(1 - |u|)
-        dtype = self.loc._value.dtype
+        dtype = self.loc._v.dtype
         eps = float(np.finfo(dtype).eps)
         u = _make(random.sample("uniform", self._extended_shape(sample_shape), dtype, eps - 1, 1.0))
         return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
@@ -623,7 +623,7 @@ class Gamma(Distribution):
     def rsample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
         x = _standard_gamma(self.concentration, shape) / self.rate
-        tiny = float(np.finfo(self.rate._value.dtype).tiny)
+        tiny = float(np.finfo(self.rate._v.dtype).tiny)
         return x.clamp(min=tiny)
 
     def log_prob(self, value) -> Tensor:
@@ -676,8 +676,8 @@ class Dirichlet(Distribution):
     def rsample(self, sample_shape=()) -> Tensor:
         g = _standard_gamma(self.concentration, self._extended_shape(sample_shape))
         x = g / g.sum(-1, keepdim=True)
-        tiny = float(np.finfo(self.concentration._value.dtype).tiny)
-        return x.clamp(min=tiny, max=1 - float(np.finfo(self.concentration._value.dtype).eps))
+        tiny = float(np.finfo(self.concentration._v.dtype).tiny)
+        return x.clamp(min=tiny, max=1 - float(np.finfo(self.concentration._v.dtype).eps))
 
     def log_prob(self, value) -> Tensor:
         value = self._value(value, self.concentration)

@@ -95,12 +95,12 @@ class SigmoidTransform(Transform):
 
     def _call(self, x):
         import numpy as np
-        info = np.finfo(x._value.dtype)
+        info = np.finfo(x._v.dtype)
         return x.sigmoid().clamp(min=float(info.tiny), max=1.0 - float(info.eps))
 
     def _inverse(self, y):
         import numpy as np
-        info = np.finfo(y._value.dtype)
+        info = np.finfo(y._v.dtype)
         y = y.clamp(min=float(info.tiny), max=1.0 - float(info.eps))
         return y.log() - (-y).log1p()
 

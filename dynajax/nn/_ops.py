@@ -83,8 +83,8 @@ def linear(x, w, b=None):
         return y
     if b is None:
         return apply(_linear, x, w)
-    (bs, bd), (ws, _) = value_aval(b._value), value_aval(w._value)   # (no Tensor or jax array properties)
-    if len(bs) != 1 or bd != value_aval(x._value)[1] or bs[0] != ws[0]:
+    (bs, bd), (ws, _) = value_aval(b._v), value_aval(w._v)   # (no Tensor or jax array properties)
+    if len(bs) != 1 or bd != value_aval(x._v)[1] or bs[0] != ws[0]:
         # broadcasting/promotion as ``+``
         return apply(_linear, x, w) + b
     return apply(_linear_bias, x, w, b)

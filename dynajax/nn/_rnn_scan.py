@@ -318,19 +318,19 @@ def cell_step(mode: str, x, state, w_ih, w_hh, b_ih, b_hh):
     None: none."""
     hs = state if mode == "LSTM" else (state,)
     # shapes and dtypes read off the values: a Python loop over a cell runs these checks every step
-    xs, wis, whs = x._value.shape, w_ih._value.shape, w_hh._value.shape
+    xs, wis, whs = x._v.shape, w_ih._v.shape, w_hh._v.shape
     if xs[1] != wis[1]:
         raise RuntimeError(f"input has inconsistent input_size: got {xs[1]} expected {wis[1]}")
     for i, h in enumerate(hs):
-        hs_ = h._value.shape
+        hs_ = h._v.shape
         if hs_[0] != xs[0]:
             raise RuntimeError(f"Input batch size {xs[0]} doesn't match hidden{i} batch size {hs_[0]}")
         if hs_[1] != whs[1]:
             raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {hs_[1]}, expected {whs[1]}")
     b_ih, b_hh = _bias(b_ih, w_ih), _bias(b_hh, w_hh)
-    wdt = w_ih._value.dtype
+    wdt = w_ih._v.dtype
     for t in (x, *hs, w_hh, b_ih, b_hh):
-        if t._value.dtype != wdt:
+        if t._v.dtype != wdt:
             raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {t.dtype.legacy_name} and "
                                f"{w_ih.dtype.legacy_name}")
     if mode == "LSTM":

@@ -55,7 +55,7 @@ def _tuple(v, n: int, name: str = "") -> tuple:
 @cast_inputs("low")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``."""
-    (xs, xd), (ws, wd) = value_aval(input._value), value_aval(weight._value)
+    (xs, xd), (ws, wd) = value_aval(input._v), value_aval(weight._v)
     if not xs or not ws:
         raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are {len(xs)}D and "
                            f"{len(ws)}D")
@@ -772,7 +772,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    slope = _make(random.sample("uniform", tuple(input.shape), input._value.dtype, lower, upper))
+    slope = _make(random.sample("uniform", tuple(input.shape), input._v.dtype, lower, upper))
     return _act(input, inplace, lambda a: _ew.where(a > 0, a, a * slope))
 
 
@@ -871,7 +871,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
     """Softmax of ``(logits + Gumbel noise) / tau``; ``hard`` returns one-hot samples with soft gradients."""
-    u = random.sample("uniform", tuple(logits.shape), logits._value.dtype, 0.0, 1.0)
+    u = random.sample("uniform", tuple(logits.shape), logits._v.dtype, 0.0, 1.0)
     exp_draws = -_make(1.0 - u).log()  # Exp(1), as PyTorch's exponential_()
     gumbels = -exp_draws.log()
     y = softmax((logits + gumbels) / tau, dim)
@@ -919,7 +919,7 @@ def _check_p(p: float) -> None:
 
 
 def _dropout_mask(input: Tensor, p: float, shape) -> Tensor:
-    keep = random.sample("bernoulli", tuple(shape), input._value.dtype, 1.0 - p)
+    keep = random.sample("bernoulli", tuple(shape), input._v.dtype, 1.0 - p)
     return _make(keep) * (1.0 / (1.0 - p)) if p < 1.0 else _make(keep)
 
 
@@ -987,7 +987,7 @@ def _alpha_dropout(input, p, training, inplace, feature: bool):
     if p == 1.0:
         return _act(input, inplace, lambda x: x * 0.0)
     shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature else tuple(input.shape)
-    keep = _make(random.sample("bernoulli", shape, input._value.dtype, 1.0 - p))
+    keep = _make(random.sample("bernoulli", shape, input._v.dtype, 1.0 - p))
     a = 1.0 / math.sqrt((_SELU_ALPHA_SCALED ** 2 * p + 1) * (1 - p))
     b = (keep - 1) * (_SELU_ALPHA_SCALED * a) + _SELU_ALPHA_SCALED * a * p
     noise = keep * a

@@ -42,7 +42,7 @@ def _fill(tensor: Tensor, value) -> Tensor:
     from .._tensor import _make
     from ..ops.views import write
     import jax.numpy as jnp
-    v = value if isinstance(value, Tensor) else _make(jnp.asarray(value, tensor._value.dtype))
+    v = value if isinstance(value, Tensor) else _make(jnp.asarray(value, tensor._v.dtype))
     with grad_mode.no_grad():
         return write(tensor, v)
 
@@ -84,7 +84,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     def cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    u = random.sample("uniform", tensor.shape, tensor._value.dtype, 2 * lo - 1, 2 * hi - 1, generator)
+    u = random.sample("uniform", tensor.shape, tensor._v.dtype, 2 * lo - 1, 2 * hi - 1, generator)
     v = jnp.clip(jss.erfinv(u) * (std * math.sqrt(2.0)) + mean, a, b)
     return _fill(tensor, v)
 
@@ -166,7 +166,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = random.sample("normal", (rows, cols), tensor._value.dtype, 0.0, 1.0, generator)
+    flat = random.sample("normal", (rows, cols), tensor._v.dtype, 0.0, 1.0, generator)
     if rows < cols:
         flat = flat.T
     q, r = jnp.linalg.qr(flat)
@@ -185,7 +185,7 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     nz = int(math.ceil(sparsity * rows))
-    v = random.sample("normal", (rows, cols), tensor._value.dtype, 0.0, std, generator)
+    v = random.sample("normal", (rows, cols), tensor._v.dtype, 0.0, std, generator)
     key = random.next_key(generator)
     perms = jnp.stack([jax.random.permutation(k, rows) for k in jax.random.split(key, cols)], 1)
     mask = jnp.ones((rows, cols), bool).at[perms[:nz], jnp.arange(cols)].set(False)

@@ -71,7 +71,7 @@ def _cast_tensors(args, dtype):
     from .convert import cast   # (convert imports registry, which this module extends)
     out = list(args)
     for i, a in enumerate(out):
-        if isinstance(a, Tensor) and a._value.dtype in _ELIGIBLE and a._value.dtype != dtype:
+        if isinstance(a, Tensor) and a._v.dtype in _ELIGIBLE and a._v.dtype != dtype:
             out[i] = cast(a, dtype)
     return tuple(out)
 

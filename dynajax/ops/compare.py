@@ -29,7 +29,7 @@ def _check(name: str, input, other, rtol: float, atol: float) -> None:
     for pos, (arg, v) in enumerate((("input", input), ("other", other)), 1):
         if not isinstance(v, Tensor):
             raise TypeError(f"{name}(): argument '{arg}' (position {pos}) must be Tensor, not {type(v).__name__}")
-    if input._value.dtype != other._value.dtype:
+    if input._v.dtype != other._v.dtype:
         raise RuntimeError(f"{input.dtype.legacy_name} did not match {other.dtype.legacy_name}")
     if rtol < 0:
         raise RuntimeError(f"rtol must be greater than or equal to zero, but got {rtol}")
@@ -40,7 +40,7 @@ def _check(name: str, input, other, rtol: float, atol: float) -> None:
 def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """Elementwise ``|input - other| <= atol + rtol * |other|`` (or equal), as a bool tensor."""
     _check("isclose", input, other, rtol, atol)
-    d = input._value.dtype
+    d = input._v.dtype
     d = d if _dtype.is_float(d) else _dtype.default_float_np()
     return apply(_isclose, input, other, rtol=float(rtol), atol=float(atol), equal_nan=bool(equal_nan), dtype=d)
 
@@ -56,7 +56,7 @@ def equal(input: Tensor, other: Tensor) -> bool:
     for pos, (arg, v) in enumerate((("input", input), ("other", other)), 1):
         if not isinstance(v, Tensor):
             raise TypeError(f"equal(): argument '{arg}' (position {pos}) must be Tensor, not {type(v).__name__}")
-    if tuple(input._value.shape) != tuple(other._value.shape):
+    if tuple(input._v.shape) != tuple(other._v.shape):
         return False
     return bool((input == other).all().item())
 

@@ -31,7 +31,7 @@ _COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64
 
 
 def _is_complex(x) -> bool:
-    return isinstance(x, Tensor) and x._value.dtype.kind == "c"
+    return isinstance(x, Tensor) and x._v.dtype.kind == "c"
 
 
 def complex_dtype_of(np_dtype: np.dtype) -> np.dtype:
@@ -131,7 +131,7 @@ def _set_part(self: Tensor, value, imaginary: bool) -> None:
         self.copy_(value)
         return
     part = value if isinstance(value, Tensor) else Tensor._make(jnp.asarray(value))
-    part = part.to(_dtype.from_np(self._value.dtype).to_real())
+    part = part.to(_dtype.from_np(self._v.dtype).to_real())
     inplace(self, lambda z: complex(real(z), part) if imaginary else complex(part, imag(z)), "copy_")
 
 
@@ -150,7 +150,7 @@ _complex.defvjp(lambda g, out, re, im: real(g), lambda g, out, re, im: imag(g))
 
 
 def _check_parts(name: str, a: Tensor, b: Tensor) -> None:
-    da, db = a._value.dtype, b._value.dtype
+    da, db = a._v.dtype, b._v.dtype
     if da.kind != "f" or db.kind != "f" or da.itemsize < 4 or db.itemsize < 4:
         if da.kind != "f" or db.kind != "f":
             raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
@@ -163,7 +163,7 @@ def _check_parts(name: str, a: Tensor, b: Tensor) -> None:
 
 def _check_parts_out(a: Tensor, out) -> None:
     """PyTorch's check that the ``out=`` of ``complex``/``polar`` has the dtype of the result."""
-    want = _dtype.from_np(complex_dtype_of(a._value.dtype))
+    want = _dtype.from_np(complex_dtype_of(a._v.dtype))
     if out is not None and out.dtype != want:
         raise RuntimeError(f"Expected object of scalar type {want.legacy_name} but got scalar type "
                            f"{out.dtype.legacy_name} for argument 'out'")
@@ -213,7 +213,7 @@ def view_as_real(input: Tensor) -> Tensor:
 def view_as_complex(input: Tensor) -> Tensor:
     """The real tensor whose last dim (of size 2) holds real and imaginary parts, as complex numbers
     (a new tensor here; a view in PyTorch)."""
-    d = input._value.dtype
+    d = input._v.dtype
     if d.kind != "f" or d.itemsize < 4:
         if d.kind != "f":
             raise RuntimeError(f"view_as_complex is only supported for half, float and double tensors, but got a "
@@ -245,7 +245,7 @@ def _angle_vjp(g, out, x, **_):
 @method()
 def angle(input: Tensor, *, out=None) -> Tensor:
     """The argument of each complex element (of a real one: pi where negative, else 0; NaN stays NaN)."""
-    d = input._value.dtype
+    d = input._v.dtype
     rd = d if d.kind == "f" or d == np.dtype("bfloat16") else _dtype.default_float_np()
     r = apply(_angle, input, dtype=rd)
     return r if out is None else out.copy_(r)

@@ -41,7 +41,7 @@ def clone(self: Tensor, *, memory_format=None) -> Tensor:
 
 def cast(x: Tensor, np_dtype) -> Tensor:
     """``x`` converted to ``np_dtype``; ``x`` itself when it already has it."""
-    if x._value.dtype == np_dtype:
+    if x._v.dtype == np_dtype:
         return x
     return apply(_to_dtype, x, dtype=np.dtype(np_dtype))
 
@@ -135,7 +135,7 @@ def type(self: Tensor, dtype=None, non_blocking: bool = False):
 
 @method()
 def type_as(self: Tensor, other: Tensor) -> Tensor:
-    return cast(self, other._value.dtype)
+    return cast(self, other._v.dtype)
 
 
 @method()

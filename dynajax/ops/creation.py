@@ -58,7 +58,7 @@ def _infer_np(data) -> np.dtype:
         if isinstance(x, (list, tuple, collections.deque)):
             stack.extend(x)
         elif isinstance(x, Tensor):
-            kinds.add(x._value.dtype.kind if x._value.dtype.kind != "V" else "f")
+            kinds.add(x._v.dtype.kind if x._v.dtype.kind != "V" else "f")
         elif isinstance(x, (bool, np.bool_)):
             kinds.add("b")
         elif isinstance(x, numbers.Integral):
@@ -98,7 +98,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     if dtype is not None:
         np_dtype = _dtype.to_np(dtype)
     elif isinstance(data, Tensor):
-        np_dtype = data._value.dtype
+        np_dtype = data._v.dtype
     elif isinstance(data, (np.ndarray, np.generic)) or hasattr(data, "__array_interface__"):
         np_dtype = np.asarray(data).dtype
         if np_dtype.kind not in "biufc" and np_dtype != _dtype.bfloat16.np:
@@ -112,7 +112,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
             data._sync()
         if type(data._value) is Sym:   # a value dynajax.compile records: a recorded copy (no graph break)
             t = data.detach().clone()
-            t = t if t._value.dtype == np_dtype else t.to(_dtype.from_np(np_dtype))
+            t = t if t._v.dtype == np_dtype else t.to(_dtype.from_np(np_dtype))
             return _finish(t._value, device, requires_grad)
         value = jnp.asarray(data.detach()._value, np_dtype)
     elif hasattr(data, "__jax_array__") or type(data).__module__.startswith("jax"):
@@ -145,7 +145,7 @@ def _kept_array(host: np.ndarray):
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
-    if isinstance(data, Tensor) and (dtype is None or _dtype.to_np(dtype) == data._value.dtype) and device is None:
+    if isinstance(data, Tensor) and (dtype is None or _dtype.to_np(dtype) == data._v.dtype) and device is None:
         return data
     return tensor(data, dtype=dtype, device=device)
 
@@ -321,8 +321,8 @@ def _steps(steps, dtype, device, name: str) -> int:
 
 def _check_endpoints(start, end, name: str) -> None:
     """PyTorch's check that tensor endpoints of ``linspace``/``logspace`` are 0-d."""
-    bad = [f"{what} with {v._value.ndim} dimension(s)" for what, v in (("start", start), ("end", end))
-           if isinstance(v, Tensor) and v._value.ndim]
+    bad = [f"{what} with {v._v.ndim} dimension(s)" for what, v in (("start", start), ("end", end))
+           if isinstance(v, Tensor) and v._v.ndim]
     if bad:
         raise RuntimeError(f"{name} only supports 0-dimensional start and end tensors, but got {' and '.join(bad)}.")
 
@@ -408,7 +408,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probability ``input`` (or ``p``) of a 1, in ``input``'s dtype."""
     prob = input._value if p is None else p
-    r = _make(random.sample("bernoulli", input._value.shape, input._value.dtype, prob, 0.0, generator))
+    r = _make(random.sample("bernoulli", input._v.shape, input._v.dtype, prob, 0.0, generator))
     # as PyTorch's: the samples require grad where ``input`` does, with a zero gradient to it
     return apply(_overwrite, input, r) if _requires_grad_here(input) else r
 
@@ -452,7 +452,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
 def _like(fn):
     def like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
              **kwargs) -> Tensor:
-        return fn(*input._value.shape, dtype=input.dtype if dtype is None else dtype,
+        return fn(*input._v.shape, dtype=input.dtype if dtype is None else dtype,
                   device=device, requires_grad=requires_grad, **kwargs)
     like.__name__ = fn.__name__ + "_like"
     like.__doc__ = f"``{fn.__name__}`` with ``input``'s shape and dtype."
@@ -475,14 +475,14 @@ def fill_like(input: Tensor, value) -> Tensor:
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return full(input._value.shape, fill_value, dtype=input.dtype if dtype is None else dtype,
+    return full(input._v.shape, fill_value, dtype=input.dtype if dtype is None else dtype,
                 device=device, requires_grad=requires_grad)
 
 
 def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> Tensor:
     if high is None:
         low, high = 0, low
-    return randint(low, high, input._value.shape, dtype=input.dtype if dtype is None else dtype, device=device)
+    return randint(low, high, input._v.shape, dtype=input.dtype if dtype is None else dtype, device=device)
 
 
 def _new(fn):
@@ -521,7 +521,7 @@ def _numbers(*values) -> bool:
 def _fill_random(self: Tensor, kind: str, a, b, generator) -> Tensor:
     if kind in _RANDOM_KERNELS:
         _float_np_checked(self.dtype, _RANDOM_KERNELS[kind])
-    v = random.sample(kind, self._value.shape, self._value.dtype, a, b, generator)
+    v = random.sample(kind, self._v.shape, self._v.dtype, a, b, generator)
     return _assign_nograd(self, v)
 
 
@@ -557,7 +557,7 @@ def bernoulli_(self: Tensor, p: float = 0.5, *, generator=None) -> Tensor:
 def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=None) -> Tensor:
     if to is None:
         from_, to = 0, from_ if from_ else 2**31
-    v = random.sample("randint", self._value.shape, np.int64, from_, to, generator).astype(self._value.dtype)
+    v = random.sample("randint", self._v.shape, np.int64, from_, to, generator).astype(self._v.dtype)
     return _assign_nograd(self, v)
 
 
@@ -568,7 +568,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     if not self.is_floating_point():
         raise RuntimeError(f"Exponential distribution is a continuous probability distribution. dtype must be a "
                            f"floating point but you specified {self.dtype.legacy_name}")
-    u = random.sample("uniform", self._value.shape, self._value.dtype, 0.0, 1.0, generator)
+    u = random.sample("uniform", self._v.shape, self._v.dtype, 0.0, 1.0, generator)
     return _assign_nograd(self, -jnp.log1p(-u) / lambd)
 
 
@@ -594,16 +594,16 @@ def fill_(self: Tensor, value) -> Tensor:
     still does, with a zero gradient to what was overwritten, as in PyTorch."""
     from .views import write
     if isinstance(value, Tensor):
-        if value._value.ndim != 0:
+        if value._v.ndim != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
-                               f"{value._value.ndim} dimensions.")
+                               f"{value._v.ndim} dimensions.")
         if _requires_grad_here(self):
             return write(self, apply(_overwrite, self, value.to(self.dtype)), "fill_")
         from .shape import expand
-        return write(self, expand(value.to(self.dtype), self._value.shape), "fill_")
+        return write(self, expand(value.to(self.dtype), self._v.shape), "fill_")
     if _requires_grad_here(self):
-        return write(self, apply(_overwrite, self, _dtype.checked_scalar(value, self._value.dtype)), "fill_")
-    return write(self, _filled(tuple(self._value.shape), value, self._value.dtype, None, False), "fill_")  # (recorded)
+        return write(self, apply(_overwrite, self, _dtype.checked_scalar(value, self._v.dtype)), "fill_")
+    return write(self, _filled(tuple(self._v.shape), value, self._v.dtype, None, False), "fill_")  # (recorded)
 
 
 @method()
@@ -660,9 +660,9 @@ def fill(input: Tensor, value) -> Tensor:
     gradient flows to a tensor ``value`` (summed), none to ``input``."""
     from .elementwise import where
     if isinstance(value, Tensor):
-        if value._value.ndim != 0:
+        if value._v.ndim != 0:
             raise RuntimeError(f"fill only supports 0-dimension value tensor but got tensor with "
-                               f"{value._value.ndim} dimensions.")
+                               f"{value._v.ndim} dimensions.")
         value = value.to(input.dtype)
     return where(input.new_ones(tuple(input.shape), dtype=_dtype.bool_), value, input)
 
@@ -673,8 +673,8 @@ def _transformed_draws(self: Tensor, what: str, kind: str, transform, generator)
     if not self.is_floating_point():
         raise RuntimeError(f"{what} is a continuous probability distribution. dtype must be a floating point but "
                            f"you specified {self.dtype.legacy_name}")
-    d = random.sample(kind, self._value.shape, self._value.dtype, 0.0, 1.0, generator)
-    return _assign_nograd(self, transform(d).astype(self._value.dtype))
+    d = random.sample(kind, self._v.shape, self._v.dtype, 0.0, 1.0, generator)
+    return _assign_nograd(self, transform(d).astype(self._v.dtype))
 
 
 @method()
@@ -697,8 +697,8 @@ def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
     """Fill with the number of Bernoulli(``p``) trials up to the first success (1, 2, ...)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    u = random.sample("uniform", self._value.shape, np.float64, 0.0, 1.0, generator)
-    return _assign_nograd(self, jnp.ceil(jnp.log1p(-u) / np.log1p(-p)).astype(self._value.dtype))
+    u = random.sample("uniform", self._v.shape, np.float64, 0.0, 1.0, generator)
+    return _assign_nograd(self, jnp.ceil(jnp.log1p(-u) / np.log1p(-p)).astype(self._v.dtype))
 
 
 __all__ += ["empty_permuted", "empty_strided", "fill", "scalar_tensor", "zero_"]

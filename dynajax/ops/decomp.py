@@ -63,11 +63,11 @@ _lstsq_t = return_type("linalg_lstsq", "solution", "residuals", "rank", "singula
 
 # ---------------------------------------------------------------- argument checks (PyTorch's messages)
 def _shape(x: Tensor) -> tuple:
-    return tuple(x._value.shape)
+    return tuple(x._v.shape)
 
 
 def _check_dtype(name: str, A: Tensor, what: str = "input") -> None:
-    d = A._value.dtype
+    d = A._v.dtype
     if d.kind == "c":
         raise NotImplementedError(f"{name}: complex inputs are not supported by dynajax yet")
     if d.kind != "f":
@@ -91,7 +91,7 @@ def _check_square(name: str, A: Tensor, arg: str = "A") -> None:
 
 
 def _check_same_dtype(name: str, A: Tensor, B: Tensor, a: str = "A", b: str = "B") -> None:
-    if A._value.dtype != B._value.dtype:
+    if A._v.dtype != B._v.dtype:
         raise RuntimeError(f"{name}: Expected {a} and {b} to have the same dtype, but found {a} of type "
                            f"{A.dtype.legacy_name} and {b} of type {B.dtype.legacy_name} instead")
 
@@ -858,7 +858,7 @@ def _tolerances(A: Tensor, atol, rtol) -> tuple:
     """``(atol, rtol)`` as arrays of A's dtype: PyTorch's default ``rtol = eps * max(m, n)`` when neither is
     given (or only a zero ``atol``), else 0 for the one not given."""
     m, n = _shape(A)[-2:]
-    np_dt = A._value.dtype
+    np_dt = A._v.dtype
 
     def arr(v):
         if v is None:
@@ -875,7 +875,7 @@ def _tolerances(A: Tensor, atol, rtol) -> tuple:
 def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None, out=None) -> Tensor:
     """``torch.linalg.pinv``: the pseudo-inverse, dropping singular values below ``max(atol, rtol * s_max)``;
     ``hermitian``: from ``eigh`` of the lower triangle."""
-    if A.ndim < 2 or A._value.dtype.kind not in "fc":
+    if A.ndim < 2 or A._v.dtype.kind not in "fc":
         raise RuntimeError(f"linalg.pinv({A.dtype.legacy_name}{{{list(_shape(A))}}}): expected a tensor with 2 "
                            "or more dimensions of float, double, cfloat or cdouble types")
     _check_dtype("linalg.pinv", A)
@@ -1062,7 +1062,7 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     if driver not in _LSTSQ_DRIVERS:
         raise RuntimeError(f"{name}: parameter `driver` should be one of ({', '.join(_LSTSQ_DRIVERS)})")
     _check_matrix(name, A)
-    if A._value.dtype != B._value.dtype:
+    if A._v.dtype != B._v.dtype:
         raise RuntimeError(f"{name}: Expected input and other to have the same dtype, but got input's dtype "
                            f"{A.dtype} and other's dtype {B.dtype}")
     m, n = _shape(A)[-2:]
@@ -1073,7 +1073,7 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
         raise RuntimeError(f"{name}: input.size(-2) should match other.size(-2)")
     batch = batch_shape(_shape(A)[:-2], _shape(B)[:-2])
     A, B = expand(A, batch + (m, n)), expand(B, batch + _shape(B)[-2:])
-    eps = float(np.finfo(A._value.dtype).eps)
+    eps = float(np.finfo(A._v.dtype).eps)
     rtol = max(m, n) * eps if rcond is None or rcond < 0 else rcond
     x = _mm_raw(pinv(A, rtol=rtol), B)
     empty = zeros(0, dtype=A.dtype)
@@ -1094,7 +1094,7 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
 # ---------------------------------------------------------------- products and shapes
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
     """``torch.linalg.vecdot``: ``sum(x * y, dim)`` with broadcasting."""
-    if x._value.dtype != y._value.dtype:
+    if x._v.dtype != y._v.dtype:
         raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type "
                            f"{x.dtype.legacy_name} and y of type {y.dtype.legacy_name} instead")
     return with_out(sum(x * y, dim), out)
@@ -1147,7 +1147,7 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
         raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
                            f"{list(_shape(tau)[:-1])}")
     _check_dtype(name, A)
-    if tau._value.dtype != A._value.dtype:
+    if tau._v.dtype != A._v.dtype:
         raise RuntimeError(f"{name}: tau dtype {tau.dtype.legacy_name} does not match input dtype "
                            f"{A.dtype.legacy_name}")
     if k == 0:   # no reflector: the identity's first n columns (a zero gradient for A, as in PyTorch)

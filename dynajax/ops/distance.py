@@ -22,17 +22,17 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     if compute_mode not in _MODES:
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     for name, t in (("X1", x1), ("X2", x2)):
-        if not _dtype.is_float(t._value.dtype):
+        if not _dtype.is_float(t._v.dtype):
             raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {t.dtype.legacy_name}")
     for name, t in (("X1", x1), ("X2", x2)):
-        if t._value.ndim < 2:
-            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {t._value.ndim}D")
-    s1, s2 = tuple(x1._value.shape), tuple(x2._value.shape)
+        if t._v.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {t._v.ndim}D")
+    s1, s2 = tuple(x1._v.shape), tuple(x2._v.shape)
     if s1[-1] != s2[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {s1[-1]} X2: {s2[-1]}")
     if p < 0:
         raise RuntimeError("cdist only supports non-negative p values")
-    if x1._value.dtype != x2._value.dtype:
+    if x1._v.dtype != x2._v.dtype:
         raise RuntimeError(f"expected scalar type {x1.dtype.legacy_name} but found {x2.dtype.legacy_name}")
     try:
         batch = tuple(broadcast_shapes(s1[:-2], s2[:-2]))
@@ -48,12 +48,12 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """The distances between every pair of rows ``i < j`` of an ``(N, M)`` matrix, in row-major order of the
     pairs: ``N * (N - 1) / 2`` of them."""
-    if input._value.ndim != 2:
-        raise RuntimeError(f"pdist only supports 2D tensors, got: {input._value.ndim}D")
-    if not _dtype.is_float(input._value.dtype):
+    if input._v.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input._v.ndim}D")
+    if not _dtype.is_float(input._v.dtype):
         raise RuntimeError("pdist only supports floating-point dtypes")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
-    n = input._value.shape[0]
+    n = input._v.shape[0]
     pairs = triu_indices(n, n, 1)
     return vector_norm(index_select(input, 0, pairs[0]) - index_select(input, 0, pairs[1]), p, -1)

@@ -40,13 +40,13 @@ def _is_t(x) -> bool:
 
 def _float_np(x) -> np.dtype:
     """Dtype of a float-valued op's result: bools and ints become the default float dtype."""
-    d = x._value.dtype
+    d = x._v.dtype
     return d if _dtype.is_float(d) else _dtype.default_float_np()
 
 
 def broadcast_error(exc, *args, **params):
     """Turn JAX's broadcasting TypeError into PyTorch's RuntimeError naming both shapes."""
-    shapes = [tuple(a._value.shape) for a in args if _is_t(a)]
+    shapes = [tuple(a._v.shape) for a in args if _is_t(a)]
     for i, a in enumerate(shapes):
         for b in shapes[i + 1:]:
             n = builtins.max(len(a), len(b))
@@ -64,7 +64,7 @@ def refuses(kernel: str, kinds: str, error=NotImplementedError, message: str | N
     ("b" bool, "i" signed, "u" unsigned integers, "f" floats): its NotImplementedError naming the kernel and
     the dtype (``error``, ``message``: another exception, as relu's)."""
     def check(x, *_, **__):
-        d = x._value.dtype
+        d = x._v.dtype
         if d.kind in kinds:
             raise error(message or f"\"{kernel}\" not implemented for '{_dtype.from_np(d).legacy_name}'")
     return check
@@ -144,7 +144,7 @@ def _cj(v):
     """``v`` conjugated where it is complex: PyTorch's VJP of a holomorphic op multiplies the cotangent by the
     conjugate of the derivative (``ops/complex.py`` on the convention); a real ``v`` as it is."""
     if isinstance(v, Tensor):
-        return v.conj() if v._value.dtype.kind == "c" else v
+        return v.conj() if v._v.dtype.kind == "c" else v
     return v.conjugate() if isinstance(v, complex) else v
 
 
@@ -163,7 +163,7 @@ def unary(name: str, impl, rule=None, to_float: bool = True, has_inplace: bool =
 
     def public(input: Tensor, *, out=None) -> Tensor:
         if to_float:
-            d = (input._value.dtype, _dtype._default_float)  # ints map to the default float dtype
+            d = (input._v.dtype, _dtype._default_float)  # ints map to the default float dtype
             hit = by_dtype.get(d)
             if hit is None:
                 p = {"dtype": _float_np(input)}
@@ -215,7 +215,7 @@ digamma = unary("digamma", _digamma_f, lambda g, out, x, **_: (g * polygamma(1, 
 square = unary("square", lambda x: jnp.square(x.astype(np.int64) if x.dtype == np.bool_ else x), lambda g, out, x: (g * 2 * _cj(x),), to_float=False)
 def _neg_check(x):
     """PyTorch's error for ``-`` on a bool tensor."""
-    if x._value.dtype == np.bool_:
+    if x._v.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
                            "invert a mask, use the `~` or `logical_not()` operator instead.")
 
@@ -428,7 +428,7 @@ def _power(x, y):
 
 def _pow_check(x, y, *, dtype, **_):
     """PyTorch's error for an integer tensor to a negative integer power (a Python number: no device read)."""
-    if isinstance(y, (int, np.integer)) and y < 0 and _is_t(x) and _dtype.is_integral(x._value.dtype, True):
+    if isinstance(y, (int, np.integer)) and y < 0 and _is_t(x) and _dtype.is_integral(x._v.dtype, True):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if dtype == np.bool_:
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
@@ -464,8 +464,8 @@ _PY_BOOLS = (bool, np.bool_)
 def _sub_check(x, y, **_):
     """PyTorch's errors for ``-`` with a bool operand (a bool tensor or a Python bool). (Every subtraction
     runs it: kept to a few attribute reads.)"""
-    bx = x._value.dtype is _BOOL if isinstance(x, Tensor) else x.__class__ in _PY_BOOLS
-    by = y._value.dtype is _BOOL if isinstance(y, Tensor) else y.__class__ in _PY_BOOLS
+    bx = x._v.dtype is _BOOL if isinstance(x, Tensor) else x.__class__ in _PY_BOOLS
+    by = y._v.dtype is _BOOL if isinstance(y, Tensor) else y.__class__ in _PY_BOOLS
     if bx or by:
         if bx and by:
             raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
@@ -503,7 +503,7 @@ def _int_div_check(kernel: str):
                 return
         elif not isinstance(y, (int, np.integer)) or y != 0:
             return
-        shapes = [a._value.shape for a in (x, y) if _is_t(a)]
+        shapes = [a._v.shape for a in (x, y) if _is_t(a)]
         if math.prod(np.broadcast_shapes(*shapes)) > 0:   # (an empty result divides nothing)
             raise RuntimeError("ZeroDivisionError")
     return check
@@ -639,11 +639,11 @@ def where(condition, input=None, other=None) -> Tensor:
     if input is None and other is None:
         from .index import nonzero
         return nonzero(condition, as_tuple=True)
-    if _is_t(condition) and condition._value.dtype == np.uint8:   # PyTorch still takes it, warning
+    if _is_t(condition) and condition._v.dtype == np.uint8:   # PyTorch still takes it, warning
         warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed "
                       "in a future version of PyTorch. Use a boolean condition instead.", stacklevel=2)
         condition = condition != 0
-    if _is_t(condition) and condition._value.dtype != np.bool_:
+    if _is_t(condition) and condition._v.dtype != np.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{condition.dtype.legacy_name}")
     d = _dtype.result_type(input, other)
@@ -732,11 +732,11 @@ def _lerp_check(input: Tensor, end, weight) -> None:
     """PyTorch's checks: ``end`` (and a tensor ``weight``) of ``input``'s dtype, a float or complex one."""
     if not _is_t(end):
         raise TypeError(f"lerp(): argument 'end' (position 2) must be Tensor, not {type(end).__name__}")
-    if not _dtype.is_float(input._value.dtype):
+    if not _dtype.is_float(input._v.dtype):
         kernel = "lerp_kernel_tensor" if _is_t(weight) else "lerp_kernel_scalar"
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{input.dtype.legacy_name}'")
     for name, t in (("end", end), ("weight", weight)):
-        if _is_t(t) and t._value.dtype != input._value.dtype:
+        if _is_t(t) and t._v.dtype != input._v.dtype:
             raise RuntimeError(f"expected dtype {_dtype.C_NAMES[input.dtype.name]} for `{name}` but got dtype "
                                f"{_dtype.C_NAMES[t.dtype.name]}")
 
@@ -753,7 +753,7 @@ export(lerp, inplace_name="lerp_")
 def sgn(input: Tensor) -> Tensor:
     """``sign``; of a complex element ``z / |z|`` (0 at 0), composed of differentiable ops (it has a gradient,
     which a complex ``abs``'s double backward needs)."""
-    if input._value.dtype.kind != "c":
+    if input._v.dtype.kind != "c":
         return sign(input)
     a = abs(input)
     return input / where(a == 0, 1.0, a)
@@ -798,4 +798,4 @@ Tensor.__ne__ = _eq_op(ne)
 Tensor.__neg__ = neg
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = abs
-Tensor.__invert__ = lambda self: logical_not(self) if self._value.dtype == np.bool_ else bitwise_not(self)
+Tensor.__invert__ = lambda self: logical_not(self) if self._v.dtype == np.bool_ else bitwise_not(self)

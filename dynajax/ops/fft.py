@@ -143,7 +143,7 @@ def _plan(x: Tensor, s, dim, half_out: bool = False, default_all: bool = True):
 def _floating(x: Tensor, name: str, real_only: bool = False) -> Tensor:
     """``x`` as a float or complex tensor (integers and bools in the default float dtype), with PyTorch's
     errors for half precision and, where ``real_only``, for a complex input."""
-    d = x._value.dtype
+    d = x._v.dtype
     if d.kind == "c":
         if real_only:
             raise RuntimeError(f"{name} expects a real input tensor, but got {x.dtype.legacy_name}")
@@ -156,7 +156,7 @@ def _floating(x: Tensor, name: str, real_only: bool = False) -> Tensor:
 
 
 def _as_complex(x: Tensor) -> Tensor:
-    d = x._value.dtype
+    d = x._v.dtype
     return x if d.kind == "c" else x.to(_dtype.from_np(complex_dtype_of(d)))
 
 
@@ -177,7 +177,7 @@ def _transform(x: Tensor, s, dim, norm, kind: str, name: str, default_all: bool 
         r = r2c(x, dims, norm if kind == "rfft" else _DUAL[norm], True)
         return r if kind == "rfft" else conj(r)
     forward = kind == "fft"
-    if x._value.dtype.kind != "c" and forward:
+    if x._v.dtype.kind != "c" and forward:
         return r2c(x, dims, norm, False)
     return c2c(_as_complex(x), dims, norm, forward)
 

@@ -45,7 +45,7 @@ _FULL = (None, None, None)  # a whole-dim slice in a static basic key
 
 
 def _shape(x: Tensor) -> tuple:
-    return tuple(x._value.shape)
+    return tuple(x._v.shape)
 
 
 def _val(t: Tensor):
@@ -61,7 +61,7 @@ def _host(t: Tensor) -> np.ndarray:
 def _is_index(t: Tensor, long_only: bool = False) -> bool:
     """Whether ``t`` has a dtype PyTorch takes for an index tensor: int64, or (most ops) int32 as well;
     int8/int16/uint8 values are refused, as there (a uint8 key is a mask)."""
-    d = t._value.dtype
+    d = t._v.dtype
     return d == np.int64 or (d == np.int32 and not long_only)
 
 
@@ -91,7 +91,7 @@ def check_bounds(indices, sizes, fail, negative: bool = True, ignore: int | None
     also gets a device check (``_out_of_bounds``, recorded into the step; values known already, an
     argument's, are read at once as well) and ``fail`` is kept to raise when the step's report is read;
     ``name`` (default: the caller's) names the op there."""
-    todo = [(k, t, s) for k, (t, s) in enumerate(zip(indices, sizes)) if 0 not in t._value.shape]
+    todo = [(k, t, s) for k, (t, s) in enumerate(zip(indices, sizes)) if 0 not in t._v.shape]
     if not todo:
         return
     known = [(k, v, s) for k, v, s in [(k, _val(t), s) for k, t, s in todo] if _concrete(v)]
@@ -172,12 +172,12 @@ def _classify(item):
         return "int", int(item)
     if isinstance(item, (list, tuple, range, np.ndarray, jax.Array, Tensor)):
         t = _as_index_tensor(item)
-        d = t._value.dtype
+        d = t._v.dtype
         if d == np.bool_ or d == np.uint8:
-            return ("bool", bool(t.item())) if t._value.ndim == 0 else ("mask", t)
+            return ("bool", bool(t.item())) if t._v.ndim == 0 else ("mask", t)
         if not _is_index(t):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-        return ("int", int(t.item())) if t._value.ndim == 0 else ("arr", t)
+        return ("int", int(t.item())) if t._v.ndim == 0 else ("arr", t)
     if hasattr(item, "__index__"):
         return "int", int(item.__index__())
     raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
@@ -197,7 +197,7 @@ def parse_key(shape: tuple, key):
         items = (key,)
     items = [_classify(i) for i in items]
     ndim = len(shape)
-    used = sum(1 if k in ("int", "slice", "arr") else p._value.ndim if k == "mask" else 0 for k, p in items)
+    used = sum(1 if k in ("int", "slice", "arr") else p._v.ndim if k == "mask" else 0 for k, p in items)
     if used > ndim:
         if ndim == 0:
             raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
@@ -236,7 +236,7 @@ def parse_key(shape: tuple, key):
             arrays.append(p)
             d, out = d + 1, out + 1
         else:  # mask: its nonzero positions, one index tensor per dim it covers
-            k, mshape = p._value.ndim, _shape(p)
+            k, mshape = p._v.ndim, _shape(p)
             for j in range(k):
                 if mshape[j] != shape[d + j]:
                     raise IndexError(f"The shape of the mask {list(mshape)} at index {j} does not match the "
@@ -369,7 +369,7 @@ def _mask_fill(key, value: Tensor) -> bool:
     """Whether ``x[key] = value`` is, as PyTorch runs it, a ``masked_fill`` (which casts the value): one
     bool mask as the whole key and a one-element value (not when accumulating)."""
     k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-    return isinstance(k, Tensor) and k._value.dtype in (np.bool_, np.uint8) and value._value.size == 1
+    return isinstance(k, Tensor) and k._v.dtype in (np.bool_, np.uint8) and value._v.size == 1
 
 
 def _put_key(x: Tensor, key, value, accumulate: bool) -> Tensor:
@@ -378,8 +378,8 @@ def _put_key(x: Tensor, key, value, accumulate: bool) -> Tensor:
     basic, dims, arrays = parse_key(shape, key)
     if not isinstance(value, (Tensor, int, float, bool, complex)):
         value = tensor(value, dtype=x.dtype)
-    value = _dtype.checked_scalar(value, x._value.dtype, halves_wide=True)
-    if (arrays and isinstance(value, Tensor) and value._value.dtype != x._value.dtype
+    value = _dtype.checked_scalar(value, x._v.dtype, halves_wide=True)
+    if (arrays and isinstance(value, Tensor) and value._v.dtype != x._v.dtype
             and (accumulate or not _mask_fill(key, value))):
         # PyTorch casts a value written through a basic key (a copy into a view), not through index tensors
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
@@ -450,7 +450,7 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
     if not shape:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, len(shape))
-    if isinstance(start, Tensor) and (start._value.ndim or start.dtype.np.kind not in "iu"):
+    if isinstance(start, Tensor) and (start._v.ndim or start.dtype.np.kind not in "iu"):
         raise RuntimeError("start must be an 0-dim integral Tensor.")
     start, length, n = int(start), int(length), shape[d]
     if not -n <= start <= n:
@@ -468,10 +468,10 @@ def _dim_index(name: str, input: Tensor, dim: int, index: Tensor, exc=IndexError
     """Checks shared by the ``index_*`` ops: returns the wrapped dim and the 1-D index."""
     if not _is_index(index):
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index but got: {index.dtype.legacy_name}")
-    if index._value.ndim > 1:
+    if index._v.ndim > 1:
         raise exc(vector_msg or f"{name}(): Index is supposed to be a vector")
-    d = _wrap_dim(dim, input._value.ndim)
-    return d, reshape(index, (-1,)) if index._value.ndim == 0 else index
+    d = _wrap_dim(dim, input._v.ndim)
+    return d, reshape(index, (-1,)) if index._v.ndim == 0 else index
 
 
 @export
@@ -481,9 +481,9 @@ def index_select(input: Tensor, dim: int, index: Tensor, *, out=None) -> Tensor:
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     d, index = _dim_index("index_select", input, dim, index)
     check_out(out, input, index, name="index_select")
-    scalar = input._value.ndim == 0
-    if scalar and index._value.size != 1:
-        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index._value.size} value(s)")
+    scalar = input._v.ndim == 0
+    if scalar and index._v.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index._v.size} value(s)")
     check_bounds([index], [_shape(input)[d] if not scalar else 1],
                  _raise(IndexError, "index out of range in self"), negative=False, name="index_select")
     if scalar:   # a 0-d input gives a 0-d result: its one element
@@ -493,11 +493,11 @@ def index_select(input: Tensor, dim: int, index: Tensor, *, out=None) -> Tensor:
 
 
 def _check_source(name: str, input: Tensor, d: int, index: Tensor, source: Tensor, exc) -> None:
-    if source._value.dtype != input._value.dtype:
+    if source._v.dtype != input._v.dtype:
         raise RuntimeError(f"{name}(): self and source expected to have the same dtype, but got (self) "
                            f"{input.dtype.legacy_name} and (source) {source.dtype.legacy_name}")
     s, x = _shape(source), _shape(input)
-    n = index._value.size
+    n = index._v.size
     if len(s) != len(x) or s[:d] + s[d + 1:] != x[:d] + x[d + 1:]:
         raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
                            f"Got self.shape = {list(x)} source.shape = {list(s)}")
@@ -513,25 +513,25 @@ def _on_scalar(fn, input: Tensor, dim: int, index: Tensor, source, fill: bool = 
     """``fn`` (an ``index_*`` op) on a 0-d ``input``: run on it as a 1-element vector (a 0-d ``source`` too,
     unless it is ``index_fill``'s value), the result made 0-d again, as PyTorch computes these."""
     _wrap_dim(dim, 0)
-    if not fill and isinstance(source, Tensor) and source._value.ndim == 0:
+    if not fill and isinstance(source, Tensor) and source._v.ndim == 0:
         source = reshape(source, (1,))
     return reshape(fn(reshape(input, (1,)), 0, index, source, **kw), ())
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """``input`` with ``alpha * source`` slices added at ``index`` along ``dim`` (repeats accumulate)."""
-    if input._value.ndim == 0:
-        if source._value.ndim:
+    if input._v.ndim == 0:
+        if source._v.ndim:
             raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified "
                                f"dimension. Got self.shape = [] source.shape = {list(_shape(source))}")
-        if index._value.size != 1:   # (PyTorch's own message for this case)
+        if index._v.size != 1:   # (PyTorch's own message for this case)
             raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
         check_bounds([index], [1], _raise(IndexError, "index out of range in self"), negative=False, name="index_add")
         return _on_scalar(index_add, input, dim, index, source, alpha=alpha)
     d, index = _dim_index("index_add_", input, dim, index, vector_msg=(
-        f"index_add_(): Index is supposed to be a vector, but got dim: {index._value.ndim} with type: "
+        f"index_add_(): Index is supposed to be a vector, but got dim: {index._v.ndim} with type: "
         f"{index.dtype.legacy_name} and size: {list(_shape(index))}"))
-    if source._value.dtype != input._value.dtype:
+    if source._v.dtype != input._v.dtype:
         raise RuntimeError(f"index_add_(): self ({input.dtype.legacy_name}) and source "
                            f"({source.dtype.legacy_name}) must have the same scalar type")
     _check_source("index_add_", input, d, index, source, RuntimeError)
@@ -539,7 +539,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
                  _raise(RuntimeError, f"index {{i}} is out of bounds for dimension {d} with size {_shape(input)[d]}"),
                  negative=False, name="index_add")
     if not isinstance(alpha, Tensor):   # PyTorch converts alpha to the input's dtype (an int one truncates it)
-        dt = input._value.dtype
+        dt = input._v.dtype
         alpha = _dtype.checked_scalar(alpha, dt)
         alpha = bool(alpha) if dt == np.bool_ else int(alpha) if _dtype.is_integral(dt) else alpha
     return _put_dim(input, d, index, source * alpha if alpha is not True and alpha != 1 else source, True)
@@ -549,13 +549,13 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
     """``input`` with its slices ``index`` along ``dim`` replaced by those of ``source``."""
     if not _is_index(index, long_only=True):
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
-    if input._value.ndim == 0 and index._value.ndim <= 1:
-        if index._value.size != 1:
+    if input._v.ndim == 0 and index._v.ndim <= 1:
+        if index._v.size != 1:
             raise IndexError(f"index_copy_(): When source is scalar, index should have one element "
-                             f"(got {index._value.size})")
+                             f"(got {index._v.size})")
         return _on_scalar(index_copy, input, dim, index, source)
     d, index = _dim_index("index_copy_", input, dim, index,
-                          vector_msg=f"index_copy_(): Index should have dimension 1 or 0 (got {index._value.ndim})")
+                          vector_msg=f"index_copy_(): Index should have dimension 1 or 0 (got {index._v.ndim})")
     _check_source("index_copy_", input, d, index, source, IndexError)
     check_bounds([index], [_shape(input)[d]], _raise(
         IndexError, f"index_copy_(): index {{i}} is out of bounds for dimension {d} with size {_shape(input)[d]}"),
@@ -568,22 +568,22 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     if not _is_index(index, long_only=True):
         raise IndexError("index_fill_(): Expected dtype int64 for index.")
     d, index = _dim_index("index_fill_", input, dim, index, RuntimeError, "Index has to be a vector/scalar")
-    if isinstance(value, Tensor) and value._value.ndim:
+    if isinstance(value, Tensor) and value._v.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                           f"{value._value.ndim} dimension(s).")
+                           f"{value._v.ndim} dimension(s).")
     if isinstance(value, complex) and not input.is_complex():
         raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
-    value = _dtype.checked_scalar(value, input._value.dtype)
-    n = _shape(input)[d] if input._value.ndim else 1
+    value = _dtype.checked_scalar(value, input._v.dtype)
+    n = _shape(input)[d] if input._v.ndim else 1
     check_bounds([index], [n], _raise(IndexError, f"index {{i}} is out of bounds for dimension {d} with size {n}"),
                  name="index_fill")
-    if input._value.ndim == 0:
+    if input._v.ndim == 0:
         return _on_scalar(index_fill, input, dim, index, value, fill=True)
     if isinstance(value, Tensor):
         # a mask of the slices filled, so the value's gradient counts each slice once however often ``index``
         # names it (as PyTorch and jax.vjp count it; an index_put would count every repeat)
         mask = _put_dim(full((n,), False), 0, index, True, False)
-        return where(reshape(mask, tuple(n if i == d else 1 for i in range(input._value.ndim))),
+        return where(reshape(mask, tuple(n if i == d else 1 for i in range(input._v.ndim))),
                      value.to(input.dtype), input)
     return _put_dim(input, d, index, value, False)
 
@@ -667,7 +667,7 @@ class _TensorOps(_ArrayOps):
         return _gather_like(t, self.idx, self.dim, self.in_shape)
 
     def count(self, mask, like):
-        dt = like._value.dtype
+        dt = like._v.dtype
         return self.gather(self.scatter(full(self.in_shape, 0.0, dtype=dt), cast(mask, dt), "sum"))
 
 
@@ -746,7 +746,7 @@ def _scatter_reduce_vjp(g, out, x, idx, src, *, dim, reduce, include_self, in_sh
     # PyTorch, an equal self value counts as a tie even when include_self=False)
     hit_src = src == gather_(out)
     hit_x = x == out
-    n = scatter_(cast(hit_x, g._value.dtype), cast(hit_src, g._value.dtype), "sum")
+    n = scatter_(cast(hit_x, g._v.dtype), cast(hit_src, g._v.dtype), "sum")
     gx = where(hit_x, g / n, 0.0)
     return gx if include_self else scatter_(gx, 0.0), None, where(hit_src, gather_(g / n), 0.0)
 
@@ -758,7 +758,7 @@ def _check_gather_args(name: str, input: Tensor, dim: int, index: Tensor, src=No
     who = "input" if name == "gather" else "self"
     if len(i) != len(x) and (len(i) > 1 or len(x) > 1):
         raise RuntimeError(f"Index tensor must have the same number of dimensions as {who} tensor")
-    if isinstance(src, Tensor) and len(_shape(src)) != len(i) and (len(i) > 1 or src._value.ndim > 1):
+    if isinstance(src, Tensor) and len(_shape(src)) != len(i) and (len(i) > 1 or src._v.ndim > 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
     d = _wrap_dim(dim, len(x))
     s = _shape(src) if isinstance(src, Tensor) else None
@@ -777,7 +777,7 @@ def _check_gather_args(name: str, input: Tensor, dim: int, index: Tensor, src=No
 
 
 def _as_1d(*ts):
-    return [reshape(t, (1,)) if isinstance(t, Tensor) and t._value.ndim == 0 else t for t in ts]
+    return [reshape(t, (1,)) if isinstance(t, Tensor) and t._v.ndim == 0 else t for t in ts]
 
 
 @export
@@ -785,23 +785,23 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False,
     """``out[i][j] = input[index[i][j]][j]`` for ``dim=0`` (and likewise for other dims)."""
     d = _check_gather_args("gather", input, dim, index)
     check_out(out, input, index, name="gather", dtype=input.dtype)
-    scalar = input._value.ndim == 0
+    scalar = input._v.ndim == 0
     x, i = _as_1d(input, index)
     r = apply(_gather, x, i, dim=d, in_shape=_shape(x))
-    return with_out(reshape(r, ()) if scalar and index._value.ndim == 0 else r, out)
+    return with_out(reshape(r, ()) if scalar and index._v.ndim == 0 else r, out)
 
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
 def _scatter_apply(name, input, dim, index, src, reduce, include_self):
-    if reduce == "mean" and input._value.dtype == np.bool_:
+    if reduce == "mean" and input._v.dtype == np.bool_:
         raise NotImplementedError("\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
-    if isinstance(src, Tensor) and src._value.dtype != input._value.dtype:
+    if isinstance(src, Tensor) and src._v.dtype != input._v.dtype:
         raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
-    src = _dtype.checked_scalar(src, input._value.dtype)
+    src = _dtype.checked_scalar(src, input._v.dtype)
     d = _check_gather_args(name, input, dim, index, src)
-    scalar = input._value.ndim == 0
+    scalar = input._v.ndim == 0
     x, i, s = _as_1d(input, index, src)
     if isinstance(s, Tensor) and _shape(s) != _shape(i):  # only the index-shaped corner of src is used
         s = basic_view(s, tuple((0, n, 1) for n in _shape(i)))
@@ -884,7 +884,7 @@ def take(input: Tensor, index: Tensor, *, out=None) -> Tensor:
 
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """``input`` with ``input.flatten()[index] = source`` (added when ``accumulate``)."""
-    if source._value.dtype != input._value.dtype:
+    if source._v.dtype != input._v.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
                            f"{input.dtype.legacy_name} and source.dtype = {source.dtype.legacy_name}")
     if source.numel() != index.numel():
@@ -901,7 +901,7 @@ export(put, inplace_name="put_")
 
 # ---------------------------------------------------------------- masks
 def _check_mask(name: str, mask: Tensor) -> None:
-    if mask._value.dtype != np.bool_:
+    if mask._v.dtype != np.bool_:
         raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype {mask.dtype.legacy_name}")
 
 
@@ -917,12 +917,12 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``input`` with ``value`` (a number or 0-d tensor) where ``mask`` is True."""
     _check_mask("masked_fill_", mask)
     if isinstance(value, Tensor):
-        if value._value.ndim:
+        if value._v.ndim:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                               f"{value._value.ndim} dimension(s).")
-        value = cast(value, input._value.dtype)
-    value = _dtype.checked_scalar(value, input._value.dtype)
-    return cast(where(mask, value, input), input._value.dtype)
+                               f"{value._v.ndim} dimension(s).")
+        value = cast(value, input._v.dtype)
+    value = _dtype.checked_scalar(value, input._v.dtype)
+    return cast(where(mask, value, input), input._v.dtype)
 
 
 export(masked_fill, inplace_name="masked_fill_")
@@ -931,7 +931,7 @@ export(masked_fill, inplace_name="masked_fill_")
 @export
 def masked_select(input: Tensor, mask: Tensor, *, out=None) -> Tensor:
     """The elements of ``input`` where ``mask`` is True (both broadcast), as a 1-D tensor."""
-    if mask._value.dtype != np.bool_:
+    if mask._v.dtype != np.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     check_out(out, input, mask, name="masked_select")
     x, m = _broadcast_pair(input, mask)
@@ -941,7 +941,7 @@ def masked_select(input: Tensor, mask: Tensor, *, out=None) -> Tensor:
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """``input`` with the positions where ``mask`` is True filled, in order, from ``source``."""
     _check_mask("masked_scatter_", mask)
-    if source._value.dtype != input._value.dtype:
+    if source._v.dtype != input._v.dtype:
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
                            f"{input.dtype.legacy_name} and {source.dtype.legacy_name}")
     x, m = _broadcast_pair(input, mask)
@@ -995,7 +995,7 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
 
 
 def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
-    d = _wrap_dim(dim, input._value.ndim)
+    d = _wrap_dim(dim, input._v.ndim)
     return _written_through(input, src, lambda t: t[(slice(None),) * d + (slice(start, end, step),)])
 
 
@@ -1006,7 +1006,7 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
                            f"{reduce}.")
-    nd = source._value.ndim
+    nd = source._v.ndim
     d = _wrap_dim(dim, max(nd, 1))
     shape = [1] * nd
     if nd:
@@ -1072,7 +1072,7 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
 def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
     """The length-``r`` combinations of the 1-D ``input``'s elements, one per row (``itertools`` order)."""
     import itertools
-    if input._value.ndim != 1:
+    if input._v.ndim != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
     if r < 0:
         raise RuntimeError(f"Expect a non-negative number, but got {r}")

@@ -35,7 +35,7 @@ __all__ = [
 
 
 def _shape(x: Tensor) -> tuple:
-    return tuple(x._value.shape)
+    return tuple(x._v.shape)
 
 
 # ---------------------------------------------------------------- pieces along one dim
@@ -75,7 +75,7 @@ def _check_cat(tensors, dim: int) -> tuple:
     for i, x in enumerate(tensors):
         if not isinstance(x, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
-        if x._value.ndim == 0:
+        if x._v.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     # PyTorch's legacy rule: 1-D tensors of shape (0,) are skipped when other tensors take part
     used = [_shape(x) != (0,) for x in tensors]
@@ -110,9 +110,9 @@ def cat(tensors, dim: int = 0, *, axis: int | None = None, out=None) -> Tensor:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     d, used = _check_cat(tensors, dim if axis is None else axis)
     check_out(out, *tensors, name="cat")
-    dtype = tensors[0]._value.dtype
+    dtype = tensors[0]._v.dtype
     for x in tensors[1:]:
-        dtype = _dtype.promote_types(dtype, x._value.dtype)
+        dtype = _dtype.promote_types(dtype, x._v.dtype)
     sizes = tuple(_shape(x)[d] if u else None for x, u in zip(tensors, used))
     return with_out(apply(_cat, *tensors, dim=d, dtype=np.dtype(dtype), sizes=sizes), out)
 
@@ -138,9 +138,9 @@ def stack(tensors, dim: int = 0, *, out=None) -> Tensor:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} at entry 0 "
                                f"and {list(_shape(x))} at entry {i}")
     d = _wrap_dim(dim, len(ref) + 1)
-    dtype = tensors[0]._value.dtype
+    dtype = tensors[0]._v.dtype
     for x in tensors[1:]:
-        dtype = _dtype.promote_types(dtype, x._value.dtype)
+        dtype = _dtype.promote_types(dtype, x._v.dtype)
     return with_out(apply(_stack, *tensors, dim=d, dtype=np.dtype(dtype)), out)
 
 
@@ -157,7 +157,7 @@ def _unbind(x, *, dim):
 
 
 _stack.defvjp(lambda g, out, *xs, dim, dtype: tuple(apply(_unbind, g, dim=dim)))
-_unbind.defvjp(lambda g, out, x, *, dim: (apply(_stack, *g, dim=dim, dtype=g[0]._value.dtype),))
+_unbind.defvjp(lambda g, out, x, *, dim: (apply(_stack, *g, dim=dim, dtype=g[0]._v.dtype),))
 
 
 def _nonempty(tensors, name: str) -> list:
@@ -170,7 +170,7 @@ def _nonempty(tensors, name: str) -> list:
 def hstack(tensors, *, out=None) -> Tensor:
     """Join along dim 1 (dim 0 for 1-D tensors)."""
     ts = atleast_1d(_nonempty(tensors, "hstack"))
-    return cat(ts, 0 if ts[0]._value.ndim == 1 else 1, out=out)
+    return cat(ts, 0 if ts[0]._v.ndim == 1 else 1, out=out)
 
 
 def vstack(tensors, *, out=None) -> Tensor:
@@ -189,7 +189,7 @@ def dstack(tensors, *, out=None) -> Tensor:
 def column_stack(tensors, *, out=None) -> Tensor:
     """Join as columns: 0-D and 1-D tensors become columns, then ``hstack``."""
     ts = _nonempty(tensors, "column_stack")
-    return hstack([reshape(x, (-1, 1)) if x._value.ndim <= 1 else x for x in ts], out=out)
+    return hstack([reshape(x, (-1, 1)) if x._v.ndim <= 1 else x for x in ts], out=out)
 
 
 # ---------------------------------------------------------------- split / chunk / unbind
@@ -255,11 +255,11 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
     n = shape[d]
     ios = indices_or_sections
     if isinstance(ios, Tensor):
-        if _dtype.is_float(ios._value.dtype) or ios._value.ndim > 1:
+        if _dtype.is_float(ios._v.dtype) or ios._v.ndim > 1:
             raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
                                "one-dimensional tensor, but got a tensor with "
-                               f"{ios._value.ndim} dims")
-        ios = ios.item() if ios._value.ndim == 0 else ios.tolist()
+                               f"{ios._v.ndim} dims")
+        ios = ios.item() if ios._v.ndim == 0 else ios.tolist()
     if isinstance(ios, (list, tuple)):
         bounds, start = [], 0
         for idx in list(ios) + [n]:
@@ -308,7 +308,7 @@ def flip(input: Tensor, *dims, **kwargs) -> Tensor:
                             "flip() got multiple values for argument 'dims'")
         dims = (kwargs["dims"],)
     dims = _sizes(dims)
-    nd = input._value.ndim
+    nd = input._v.ndim
     norm = norm_dims(dims, nd) if dims else ()
     if nd == 0 or not norm:
         return clone(input)
@@ -318,7 +318,7 @@ def flip(input: Tensor, *dims, **kwargs) -> Tensor:
 @method()
 def fliplr(input: Tensor) -> Tensor:
     """Reverse dim 1 (left/right) of a tensor with at least 2 dims."""
-    if input._value.ndim < 2:
+    if input._v.ndim < 2:
         raise RuntimeError("Input must be >= 2-d.")
     return flip(input, 1)
 
@@ -326,7 +326,7 @@ def fliplr(input: Tensor) -> Tensor:
 @method()
 def flipud(input: Tensor) -> Tensor:
     """Reverse dim 0 (up/down) of a tensor with at least 1 dim."""
-    if input._value.ndim < 1:
+    if input._v.ndim < 1:
         raise RuntimeError("Input must be >= 1-d.")
     return flip(input, 0)
 
@@ -346,7 +346,7 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
     dims = () if dims is None else (dims,) if not isinstance(dims, (list, tuple)) else tuple(dims)
     if (not dims and len(shifts) != 1) or (dims and len(shifts) != len(dims)):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    nd = input._value.ndim
+    nd = input._v.ndim
     if nd == 0 and dims:
         raise IndexError(f"Dimension specified as {int(dims[0])} but tensor has no dimensions")
     dims = tuple(_wrap_dim(int(d), nd) for d in dims)
@@ -359,7 +359,7 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
 def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first towards the second)."""
     dims = tuple(dims)
-    nd = input._value.ndim
+    nd = input._v.ndim
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
     if nd < 2:
@@ -412,7 +412,7 @@ def repeat(input: Tensor, *sizes) -> Tensor:
 def tile(input: Tensor, *dims) -> Tensor:
     """Like ``repeat``, but ``dims`` shorter than the tensor's rank is padded with leading 1s."""
     reps = _sizes(dims)
-    nd = input._value.ndim
+    nd = input._v.ndim
     return repeat(input, (1,) * (nd - len(reps)) + reps)
 
 
@@ -447,14 +447,14 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, ou
     """
     if repeats is None:  # repeat_interleave(counts): indices repeated by their counts
         from .creation import arange
-        return repeat_interleave(arange(input._value.shape[0]), input, 0)
+        return repeat_interleave(arange(input._v.shape[0]), input, 0)
     if dim is None:
         input, dim = reshape(input, (-1,)), 0
     shape = _shape(input)
     d = _wrap_dim(dim, len(shape))
     n = shape[d] if shape else 1
     if isinstance(repeats, Tensor):
-        if repeats._value.ndim > 1:
+        if repeats._v.ndim > 1:
             raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
         counts = np.asarray(repeats._value).reshape(-1).astype(np.int64)
         if (counts < 0).any():
@@ -478,7 +478,7 @@ def _triangle(name: str, impl):
     o.defvjp(lambda g, out, x, *, diagonal: (apply(o, g, diagonal=diagonal),))
 
     def public(input: Tensor, diagonal: int = 0, *, out=None) -> Tensor:
-        if input._value.ndim < 2:
+        if input._v.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
         return with_out(apply(o, input, diagonal=int(diagonal)), out)
     public.__name__ = public.__qualname__ = name
@@ -543,7 +543,7 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
 @method()
 def diag(input: Tensor, diagonal: int = 0, *, out=None) -> Tensor:
     """A 1-D tensor as a diagonal matrix, or a matrix's diagonal as a 1-D tensor (a copy)."""
-    nd = input._value.ndim
+    nd = input._v.ndim
     if nd == 1:
         return with_out(diag_embed(input, diagonal, 0, 1), out)
     if nd != 2:
@@ -554,9 +554,9 @@ def diag(input: Tensor, diagonal: int = 0, *, out=None) -> Tensor:
 @method()
 def trace(input: Tensor) -> Tensor:
     """Sum of the main diagonal of a matrix."""
-    if input._value.ndim != 2:
-        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input._value.ndim}")
-    if input._value.dtype == np.bool_:
+    if input._v.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input._v.ndim}")
+    if input._v.dtype == np.bool_:
         raise NotImplementedError("\"trace\" not implemented for 'Bool'")
     return _sum(apply(_diagonal, input, offset=0, dim1=0, dim2=1, in_shape=_shape(input)))
 
@@ -576,10 +576,10 @@ def meshgrid(*tensors, indexing: str | None = None) -> tuple:
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
     for x in tensors:
-        if x._value.ndim > 1:
+        if x._v.ndim > 1:
             raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got a "
-                               f"{x._value.ndim}D tensor of shape {list(_shape(x))}")
-        if x._value.dtype != tensors[0]._value.dtype:
+                               f"{x._v.ndim}D tensor of shape {list(_shape(x))}")
+        if x._v.dtype != tensors[0]._v.dtype:
             raise RuntimeError("meshgrid expects all tensors to have the same dtype")
     ts = list(tensors)
     swap = indexing == "xy" and len(ts) >= 2
@@ -610,16 +610,16 @@ def _atleast(tensors, promote):
 
 
 def _to_1d(x: Tensor) -> Tensor:
-    return reshape(x, (1,)) if x._value.ndim == 0 else x
+    return reshape(x, (1,)) if x._v.ndim == 0 else x
 
 
 def _to_2d(x: Tensor) -> Tensor:
-    nd = x._value.ndim
+    nd = x._v.ndim
     return reshape(x, (1, 1)) if nd == 0 else unsqueeze(x, 0) if nd == 1 else x
 
 
 def _to_3d(x: Tensor) -> Tensor:
-    shape, nd = _shape(x), x._value.ndim
+    shape, nd = _shape(x), x._v.ndim
     if nd >= 3:
         return x
     return reshape(x, ((1, 1, 1), (1,) + shape + (1,), shape + (1,))[nd])
@@ -662,8 +662,8 @@ def _reshape_inplace(t: Tensor, r: Tensor) -> Tensor:
 @method()
 def t_(self: Tensor) -> Tensor:
     """In-place ``t()``."""
-    if self._value.ndim > 2:
-        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {self._value.ndim}D")
+    if self._v.ndim > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {self._v.ndim}D")
     _check_inplace_allowed(self)
     return _reshape_inplace(self, t(self))
 

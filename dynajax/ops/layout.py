@@ -48,18 +48,18 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
 def block_diag(*tensors) -> Tensor:
     """The tensors (0-d: 1x1, 1-D: one row) as the diagonal blocks of one matrix, zeros elsewhere."""
     for i, t in enumerate(tensors):
-        if t._value.ndim > 2:
+        if t._v.ndim > 2:
             raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
-                               f"{t._value.ndim} dimensions")
+                               f"{t._v.ndim} dimensions")
     d = _dtype.from_np(_dtype.result_type(*tensors)) if tensors else _dtype.get_default_dtype()
-    blocks = [reshape(t, (1, -1) if t._value.ndim < 2 else tuple(t._value.shape)).to(d) for t in tensors]
-    widths = [b._value.shape[1] for b in blocks]
+    blocks = [reshape(t, (1, -1) if t._v.ndim < 2 else tuple(t._v.shape)).to(d) for t in tensors]
+    widths = [b._v.shape[1] for b in blocks]
     total = sum(widths)
     if not blocks:
         return zeros(1, 0, dtype=d)
     rows, left = [], 0
     for b, w in zip(blocks, widths):
-        h = b._value.shape[0]
+        h = b._v.shape[0]
         rows.append(cat([zeros(h, left, dtype=d), b, zeros(h, total - left - w, dtype=d)], 1))
         left += w
     return cat(rows, 0)
@@ -70,7 +70,7 @@ def unravel_index(indices: Tensor, shape) -> tuple:
     """The coordinates in ``shape`` of flat ``indices`` (taken modulo the size), one tensor per dim."""
     if not isinstance(indices, Tensor):
         raise TypeError(f"expected 'indices' to be a Tensor, but got {type(indices).__name__}")
-    if not _dtype.is_integral(indices._value.dtype):
+    if not _dtype.is_integral(indices._v.dtype):
         raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     if any(s < 0 for s in shape):
@@ -88,12 +88,12 @@ def unravel_index(indices: Tensor, shape) -> tuple:
 
 # ---------------------------------------------------------------- hsplit / vsplit / dsplit
 def _split_along(name: str, input: Tensor, sections, dim: int, min_ndim: int) -> tuple:
-    nd = input._value.ndim
+    nd = input._v.ndim
     if nd < min_ndim:
         raise RuntimeError(f"torch.{name} requires a tensor with at least {min_ndim} dimension, but got a tensor "
                            f"with {nd} dimensions!")
     if isinstance(sections, (int, np.integer)):
-        size = input._value.shape[dim]
+        size = input._v.shape[dim]
         if sections == 0 or size % sections:
             raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the "
                                f"dimension {size} is not divisible by the split_size {sections}!")
@@ -106,7 +106,7 @@ def _split_along(name: str, input: Tensor, sections, dim: int, min_ndim: int) ->
 
 def hsplit(input: Tensor, indices_or_sections) -> tuple:
     """``tensor_split`` along dim 1 (dim 0 of a 1-D tensor); equal sections must divide it."""
-    return _split_along("hsplit", input, indices_or_sections, 0 if input._value.ndim == 1 else 1, 1)
+    return _split_along("hsplit", input, indices_or_sections, 0 if input._v.ndim == 1 else 1, 1)
 
 
 def vsplit(input: Tensor, indices_or_sections) -> tuple:
@@ -126,14 +126,14 @@ for _f in (hsplit, vsplit, dsplit):
 # ---------------------------------------------------------------- cross
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     """The 3-vector cross product along ``dim`` (None: the first dim of size 3, deprecated in PyTorch)."""
-    if input._value.dtype != other._value.dtype:
+    if input._v.dtype != other._v.dtype:
         raise RuntimeError(f"expected scalar type {input.dtype.legacy_name} but found {other.dtype.legacy_name}")
     try:
         a, b = broadcast_tensors(input, other)
     except ValueError as exc:
         broadcast_error(exc, input, other)
         raise
-    shape = tuple(a._value.shape)
+    shape = tuple(a._v.shape)
     if dim is None:
         warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
                       "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
@@ -143,9 +143,9 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
             raise RuntimeError("no dimension of size 3 in input")
     else:
         d = _wrap_dim(dim, len(shape))
-        if input._value.shape[d] != 3 or other._value.shape[d] != 3:
+        if input._v.shape[d] != 3 or other._v.shape[d] != 3:
             raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
-                               f"{input._value.shape[d]} and {other._value.shape[d]}")
+                               f"{input._v.shape[d]} and {other._v.shape[d]}")
     # component i is a[i+1] * b[i+2] - a[i+2] * b[i+1] (indices modulo 3): rolls along the dim
     a1, a2, b1, b2 = roll(a, -1, d), roll(a, -2, d), roll(b, -1, d), roll(b, -2, d)
     return a1 * b2 - a2 * b1
@@ -160,7 +160,7 @@ def stride(self: Tensor, dim: int | None = None):
     """The strides PyTorch would give this tensor (a view's follow the view ops that made it; a tensor no
     stride model covers reports contiguous strides)."""
     lay = layout(self)
-    shape = list(self._value.shape)
+    shape = list(self._v.shape)
     strides = _contiguous_strides(shape) if lay is None or list(lay[0]) != shape else list(lay[1])
     if dim is None:
         return tuple(strides)

@@ -32,21 +32,21 @@ _HIGHEST = jax.lax.Precision.HIGHEST
 
 
 def _shape(x: Tensor) -> tuple:
-    return tuple(x._value.shape)
+    return tuple(x._v.shape)
 
 
 _C_NAMES = _dtype.C_NAMES   # dtype names in PyTorch's messages
 
 
 def _same_dtype_mm(a: Tensor, b: Tensor) -> None:
-    if a._value.dtype != b._value.dtype:
+    if a._v.dtype != b._v.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C_NAMES[a.dtype.name]} != "
                            f"{_C_NAMES[b.dtype.name]}")
 
 
 def _same_dtype_bmm(*xs: Tensor) -> None:
     for x in xs[1:]:
-        if x._value.dtype != xs[0]._value.dtype:
+        if x._v.dtype != xs[0]._v.dtype:
             raise RuntimeError(f"expected scalar type {xs[0].dtype.legacy_name} but found {x.dtype.legacy_name}")
 
 
@@ -65,8 +65,8 @@ def _check_mm(a: tuple, b: tuple, ta: Tensor, tb: Tensor) -> None:
 def _check_mv(a: tuple, b: tuple, ta: Tensor, tb: Tensor) -> None:
     if a[1] != b[0]:
         raise RuntimeError(f"size mismatch, got input ({a[0]}), mat ({_mat(a)}), vec ({b[0]})")
-    if ta._value.dtype != tb._value.dtype:
-        res = _dtype.from_np(_dtype.promote_types(ta._value.dtype, tb._value.dtype)).legacy_name
+    if ta._v.dtype != tb._v.dtype:
+        res = _dtype.from_np(_dtype.promote_types(ta._v.dtype, tb._v.dtype)).legacy_name
         raise RuntimeError(f"addmv input tensors must have the same dtype, but got {res}, "
                            f"{ta.dtype.legacy_name}, and {tb.dtype.legacy_name}")
 
@@ -74,10 +74,10 @@ def _check_mv(a: tuple, b: tuple, ta: Tensor, tb: Tensor) -> None:
 def _check_dot(a: Tensor, b: Tensor) -> None:
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
-    if a._value.dtype != b._value.dtype:
+    if a._v.dtype != b._v.dtype:
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {a.dtype.legacy_name} "
                            f"and {b.dtype.legacy_name}")
-    n, m = a._value.shape[0], b._value.shape[0]
+    n, m = a._v.shape[0], b._v.shape[0]
     if n != m:
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to have the same "
                            f"number of elements, but got {n} and {m} elements respectively")

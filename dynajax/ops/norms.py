@@ -32,7 +32,7 @@ def _nuclear_grad_backward(g, x):
     return jax.vjp(_polar, x)[1](g)[0]
 
 
-_nuclear.defvjp(lambda g, out, x: (reshape(g, tuple(g._value.shape) + (1, 1)) * apply(_nuclear_grad, x),))
+_nuclear.defvjp(lambda g, out, x: (reshape(g, tuple(g._v.shape) + (1, 1)) * apply(_nuclear_grad, x),))
 _nuclear_grad.defvjp(lambda g, out, x: (apply(_nuclear_grad_backward, g, x),))
 
 
@@ -41,22 +41,22 @@ def nuclear_norm(x: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tens
     name = "linalg.matrix_norm"
     if dtype is not None:
         d = _dtype.to_np(dtype)
-        if _dtype.promote_types(x._value.dtype, d) != d:
+        if _dtype.promote_types(x._v.dtype, d) != d:
             raise RuntimeError(f"{name}: the dtype of the input ({x.dtype.legacy_name}) should be convertible "
                                f"without narrowing to the specified dtype ({_dtype.from_np(d).legacy_name})")
         x = x.to(dtype)
-    nd = x._value.ndim
+    nd = x._v.ndim
     dims = tuple(range(nd)) if dim is None else (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
     if len(dims) != 2:
         raise RuntimeError(f"{name}: dim must be a 2-tuple. Got {' '.join(map(str, dims))}")
-    if not _dtype.is_float(x._value.dtype):
+    if not _dtype.is_float(x._v.dtype):
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {x.dtype.legacy_name}")
     d0, d1 = (d % nd if nd else d for d in dims)
     if d0 == d1:
         raise RuntimeError(f"{name}: dims must be different. Got ({dims[0]}, {dims[1]})")
     r = apply(_nuclear, movedim(x, (d0, d1), (-2, -1)))
     if keepdim:
-        shape = list(r._value.shape)
+        shape = list(r._v.shape)
         for d in sorted((d0, d1)):
             shape.insert(d, 1)
         r = reshape(r, tuple(shape))

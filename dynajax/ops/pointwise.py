@@ -143,7 +143,7 @@ export(fmin)
 def _broadcastable(*ts) -> None:
     """PyTorch's error (naming the first pair that does not broadcast) before any product is computed."""
     try:
-        np.broadcast_shapes(*(tuple(t._value.shape) for t in ts))
+        np.broadcast_shapes(*(tuple(t._v.shape) for t in ts))
     except ValueError as exc:
         broadcast_error(exc, *ts)
         raise
@@ -174,7 +174,7 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1, out=Non
     in PyTorch)."""
     tensor_args("addcdiv", input=(1, input), tensor1=(2, tensor1), tensor2=(3, tensor2))
     _broadcastable(input, tensor1, tensor2)
-    if _dtype.is_integral(tensor1._value.dtype, True) and _dtype.is_integral(tensor2._value.dtype, True):
+    if _dtype.is_integral(tensor1._v.dtype, True) and _dtype.is_integral(tensor2._v.dtype, True):
         raise RuntimeError(
             "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform "
             "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
@@ -219,7 +219,7 @@ def rad2deg(input: Tensor) -> Tensor:
 
 def positive(input: Tensor) -> Tensor:
     """``input`` itself (``+input``); a bool tensor raises, as in PyTorch."""
-    if input._value.dtype == np.bool_:
+    if input._v.dtype == np.bool_:
         raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
     return input
 

@@ -74,16 +74,16 @@ def _sum_to_vjp(g, out, x, *, shape, in_shape):
 def sum_to_shape(x: Tensor, shape) -> Tensor:
     """Sum ``x`` over broadcast dims so that it has ``shape`` (undoes broadcasting)."""
     shape = tuple(shape)
-    if tuple(x._value.shape) == shape:
+    if tuple(x._v.shape) == shape:
         return x
-    return apply(_sum_to, x, shape=shape, in_shape=tuple(x._value.shape))
+    return apply(_sum_to, x, shape=shape, in_shape=tuple(x._v.shape))
 
 
 @method()
 def sum_to_size(self: Tensor, *size) -> Tensor:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    size, shape = tuple(int(n) for n in size), tuple(self._value.shape)
+    size, shape = tuple(int(n) for n in size), tuple(self._v.shape)
     if len(size) > len(shape) or builtins.any(n not in (m, 1) for n, m in zip(size[::-1], shape[::-1])):
         raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
     return sum_to_shape(self, size)
@@ -101,14 +101,14 @@ _sum.defvjp(lambda g, out, x, *, dims, keepdim, dtype, shape: (expand_back(g, sh
 def _sum_dtype(x: Tensor, dtype) -> np.dtype:
     if dtype is not None:
         return _dtype.to_np(dtype)
-    d = x._value.dtype
+    d = x._v.dtype
     return np.dtype(np.int64) if _dtype.is_integral(d, include_bool=True) else d
 
 
 @method()
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum over ``dim`` (all dims if None); ints and bools sum to int64."""
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     return apply(_sum, input, dims=norm_dims(dim, len(shape)), keepdim=bool(keepdim),
                  dtype=_sum_dtype(input, dtype), shape=shape)
 
@@ -127,11 +127,11 @@ def _mean_vjp(g, out, x, *, dims, keepdim, dtype, shape):
 @method()
 def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Arithmetic mean over ``dim``; needs a floating dtype (or ``dtype=``)."""
-    d = _dtype.to_np(dtype) if dtype is not None else input._value.dtype
+    d = _dtype.to_np(dtype) if dtype is not None else input._v.dtype
     if not _dtype.is_float(d):
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {_dtype.from_np(d).legacy_name}")
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     return apply(_mean, input, dims=norm_dims(dim, len(shape)), keepdim=bool(keepdim), dtype=d, shape=shape)
 
 
@@ -164,13 +164,13 @@ def _check_nonempty(shape: tuple, dims, name: str) -> None:
 
 
 def _require_float(x: Tensor, msg: str) -> None:
-    if not _dtype.is_float(x._value.dtype):
+    if not _dtype.is_float(x._v.dtype):
         raise RuntimeError(msg.format(x.dtype.legacy_name))
 
 
 def _unsqueeze(x: Tensor, axis: int) -> Tensor:
     from .shape import reshape
-    s = tuple(x._value.shape)
+    s = tuple(x._v.shape)
     return reshape(x, s[:axis] + (1,) + s[axis:])
 
 
@@ -204,7 +204,7 @@ def _scatter_along_vjp(g, out, src, idx, *, axis, shape):
 
 def take_along(x: Tensor, idx: Tensor, dim: int) -> Tensor:
     """``x`` picked at ``idx`` (same rank as ``x``) along non-negative ``dim``; differentiable in ``x``."""
-    return apply(_gather_along, x, idx, axis=dim, shape=tuple(x._value.shape))
+    return apply(_gather_along, x, idx, axis=dim, shape=tuple(x._v.shape))
 
 
 # ---------------------------------------------------------------- (values, indices) reductions
@@ -232,7 +232,7 @@ def _select_vjp(g, out, x, *, axis, keepdim, shape, **_):
 def select_along(o, x: Tensor, dim: int, keepdim: bool, name: str, result, **params):
     """Run a :func:`selecting` op along ``dim`` and wrap its outputs in the namedtuple ``result``."""
     from .shape import reshape
-    shape = tuple(x._value.shape)
+    shape = tuple(x._v.shape)
     if not shape:  # a 0-d tensor is its own single slice
         _wrap_dim(dim, 0)
         return result(*apply(o, reshape(x, (1,)), axis=0, keepdim=False, shape=(1,), **params))
@@ -287,7 +287,7 @@ _amin.defvjp(_spread_vjp)
 
 
 def _extreme(o, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     dims = norm_dims(dim, len(shape))
     _check_nonempty(shape, dims, name)
     return apply(o, input, dims=dims, keepdim=bool(keepdim), shape=shape)
@@ -335,7 +335,7 @@ def min(input: Tensor, dim=None, keepdim: bool = False, *, other=None):
 def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, out=None):
     """``(min, max)`` over ``dim`` (all dims if None)."""
     check_out(out, input, name="aminmax", dtype=input.dtype)
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     dims = norm_dims(dim, len(shape))
     if dims is None and math.prod(shape) == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation "
@@ -362,8 +362,8 @@ _argmin = op("argmin")(_arg_impl(jnp.argmin))
 
 
 def _arg_extreme(o, input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
-    shape = tuple(input._value.shape)
-    if input._value.dtype == np.bool_:
+    shape = tuple(input._v.shape)
+    if input._v.dtype == np.bool_:
         raise RuntimeError(f"{name}(): does not support bool input")
     if dim is None:
         if math.prod(shape) == 0:
@@ -407,7 +407,7 @@ _nanmedian_dim = selecting("nanmedian_dim", lambda x, axis: _median_pick(x, axis
 
 def _median(input, dim, keepdim, o_all, o_dim, name):
     if dim is None:
-        return apply(o_all, input, dims=None, keepdim=False, shape=tuple(input._value.shape))
+        return apply(o_all, input, dims=None, keepdim=False, shape=tuple(input._v.shape))
     return select_along(o_dim, input, dim, keepdim, name, _minmax_t[name])
 
 
@@ -444,7 +444,7 @@ def _prod_others_vjp(g, out, x, *, axis):
     from .creation import eye
     from .shape import movedim
     xm = movedim(x, axis, -1)
-    n = xm._value.shape[-1]
+    n = xm._v.shape[-1]
     diag = eye(n, dtype=bool)
     pairs = apply(_prod_others, where(diag, 1.0, _unsqueeze(xm, xm.ndim - 1)), axis=xm.ndim)
     gm = _unsqueeze(movedim(g, axis, -1), xm.ndim)
@@ -473,7 +473,7 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=
     """Product over ``dim`` (all elements if None); ints and bools multiply in int64."""
     if isinstance(dim, (list, tuple)):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     return apply(_prod, input, dims=norm_dims(dim, len(shape)), keepdim=bool(keepdim),
                  dtype=_sum_dtype(input, dtype), shape=shape)
 
@@ -486,7 +486,7 @@ def _cumsum(x, *, axis, reverse, dtype):
 
 
 _cumsum.defvjp(lambda g, out, x, *, axis, reverse, dtype:
-               (apply(_cumsum, g, axis=axis, reverse=not reverse, dtype=g._value.dtype),))
+               (apply(_cumsum, g, axis=axis, reverse=not reverse, dtype=g._v.dtype),))
 
 
 @op("cumprod")
@@ -503,15 +503,15 @@ def _cumprod_vjp(g, out, x, *, axis, dtype):
     zero = x == 0
     nth = apply(_cumsum, zero, axis=axis, reverse=False, dtype=np.dtype(np.int64))
     first = zero & (nth == 1)
-    rsum = lambda t: apply(_cumsum, t, axis=axis, reverse=True, dtype=t._value.dtype)  # noqa: E731
-    without = lambda m: rsum(g * apply(_cumprod, where(m, 1.0, x), axis=axis, dtype=out._value.dtype))  # noqa
+    rsum = lambda t: apply(_cumsum, t, axis=axis, reverse=True, dtype=t._v.dtype)  # noqa: E731
+    without = lambda m: rsum(g * apply(_cumprod, where(m, 1.0, x), axis=axis, dtype=out._v.dtype))  # noqa
     at_nonzero = rsum(g * out) / where(zero, 1.0, x)
     at_zero = where(first, without(first), without(zero & (nth == 2)))
     return (where(zero, at_zero, at_nonzero),)
 
 
 def _scan(o, input: Tensor, dim: int, dtype) -> Tensor:
-    axis = _wrap_dim(dim, input._value.ndim)
+    axis = _wrap_dim(dim, input._v.ndim)
     extra = {"reverse": False} if o is _cumsum else {}
     return apply(o, input, axis=axis, dtype=_sum_dtype(input, dtype), **extra)
 
@@ -553,7 +553,7 @@ def _var_args(name: str, input: Tensor, dim, unbiased, keepdim, correction) -> d
         correction = 0 if unbiased is False else 1
     elif unbiased is not None:
         raise RuntimeError(f"{name}(): cannot specify both unbiased and correction")
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     return dict(dims=norm_dims(dim, len(shape)), keepdim=bool(keepdim), correction=correction, shape=shape)
 
 
@@ -637,11 +637,11 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
     _require_float(x, "linalg.vector_norm: Expected a floating point or complex tensor as input. Got {}")
     if dtype is not None:
         d = _dtype.to_np(dtype)
-        if _dtype.promote_types(x._value.dtype, d) != d:
+        if _dtype.promote_types(x._v.dtype, d) != d:
             raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({x.dtype.legacy_name}) should be "
                                f"convertible without narrowing to the specified dtype ({_dtype.from_np(d).legacy_name})")
         x = cast(x, d)
-    shape = tuple(x._value.shape)
+    shape = tuple(x._v.shape)
     dims = norm_dims(dim, len(shape))
     p = float(ord)
     if builtins.abs(p) == math.inf:
@@ -676,8 +676,8 @@ _logsumexp.defvjp(lambda g, out, x, *, dims, keepdim, dtype, shape:
 @method()
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``dim`` (required, as in PyTorch), computed stably; its gradient is ``softmax``."""
-    shape = tuple(input._value.shape)
-    d = input._value.dtype
+    shape = tuple(input._v.shape)
+    d = input._v.dtype
     return apply(_logsumexp, input, dims=norm_dims(dim, len(shape)), keepdim=bool(keepdim),
                  dtype=d if _dtype.is_float(d) else _dtype.default_float_np(), shape=shape)
 
@@ -698,13 +698,13 @@ def _any(x, *, dims, keepdim):
 @method()
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """True where every element over ``dim`` is nonzero (bool; uint8 for uint8 input)."""
-    return apply(_all, input, dims=norm_dims(dim, input._value.ndim), keepdim=bool(keepdim))
+    return apply(_all, input, dims=norm_dims(dim, input._v.ndim), keepdim=bool(keepdim))
 
 
 @method()
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """True where some element over ``dim`` is nonzero (bool; uint8 for uint8 input)."""
-    return apply(_any, input, dims=norm_dims(dim, input._value.ndim), keepdim=bool(keepdim))
+    return apply(_any, input, dims=norm_dims(dim, input._v.ndim), keepdim=bool(keepdim))
 
 
 @op("count_nonzero")
@@ -715,14 +715,14 @@ def _count_nonzero(x, *, dims):
 @method()
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements over ``dim`` (int64)."""
-    return apply(_count_nonzero, input, dims=norm_dims(dim, input._value.ndim))
+    return apply(_count_nonzero, input, dims=norm_dims(dim, input._v.ndim))
 
 
 # ---------------------------------------------------------------- NaN-ignoring sum / mean
 @method()
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``sum`` treating NaN as zero (NaN positions get zero gradient)."""
-    x = where(isnan(input), 0, input) if _dtype.is_float(input._value.dtype) else input
+    x = where(isnan(input), 0, input) if _dtype.is_float(input._v.dtype) else input
     return sum(x, dim, keepdim, dtype=dtype)
 
 

@@ -25,6 +25,7 @@ from ..autograd.graph import Node
 from .. import _kernel_cache
 from .._device import KERNELS_FULL as _KERNELS_FULL, eager_compiler_options, watch_eager_kernel
 from .._dtype import x64_set as _x64_set, x64_swap as _x64_swap
+from .._rows import Rows as _Rows, exact
 
 _LOAD_OPS = {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
              "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW",
@@ -256,12 +257,17 @@ def _run(op: Op, fn, args: tuple, params: dict):
                 return r
     T = _Tensor
     vals = []
-    needs_grad = traced = False
+    needs_grad = traced = lazy = False
     for a in args:
         if isinstance(a, T):
             if a._base is not None:
                 a._sync()
-            v = a._value
+            v = a._v
+            if type(v) is _Rows:   # a bucketed op's padded result (``_rows``): only a bucketed op takes it as is
+                if op.eager_pad is None:
+                    v = a._value
+                else:
+                    lazy = True
             if a._rg:
                 needs_grad = True
         else:
@@ -281,7 +287,7 @@ def _run(op: Op, fn, args: tuple, params: dict):
             fn = op.jitted(params)
     try:
         if op.eager_pad is None or traced or (out := _kernel_cache.run_bucketed(op, fn, vals, params)) is None:
-            out = fn(*vals)
+            out = fn(*[exact(v) for v in vals]) if lazy else fn(*vals)
     except Exception as exc:
         if op.error is not None:
             op.error(exc, *args, **params)
@@ -303,7 +309,7 @@ def _record(op: Op, args: tuple, params: dict, out):
     nsaves = len(saves)
     for i, a in enumerate(args):
         if isinstance(a, T):
-            v = a._value
+            v = a._v
             in_meta.append((v.shape, v.dtype))
             if a._rg:
                 fn = a.grad_fn
@@ -311,7 +317,7 @@ def _record(op: Op, args: tuple, params: dict, out):
                 consts.append(None)
             else:
                 edges.append(None)
-                consts.append(v)  # kept so the graph can be lowered (engine 2)
+                consts.append(a._value)  # kept so the graph can be lowered (engine 2)
             saved.append((a, a._vc[0]) if (saves[i] if i < nsaves else rest) else None)
         else:
             in_meta.append(None)

@@ -46,9 +46,9 @@ def _running_pick(later_wins):
 def _running_vjp(g, out, x, *, axis):
     # each output's gradient goes to the element it picked; repeats add up (PyTorch's scatter_add)
     gv = g[0]
-    if x._value.ndim == 0:
+    if x._v.ndim == 0:
         return (gv,)
-    return (apply(_scatter_along, gv, out[1], axis=axis, shape=tuple(x._value.shape)),)
+    return (apply(_scatter_along, gv, out[1], axis=axis, shape=tuple(x._v.shape)),)
 
 
 _cummax = op("cummax", nout=2)(_running_pick(lambda a, b: b >= a))
@@ -58,7 +58,7 @@ _cummin.defvjp(_running_vjp, saves_out=(1,))
 
 
 def _running(o, input: Tensor, dim: int, result):
-    axis = _wrap_dim(dim, input._value.ndim)
+    axis = _wrap_dim(dim, input._v.ndim)
     return result(*apply(o, input, axis=axis))
 
 
@@ -94,7 +94,7 @@ def _signed_log(t: Tensor, positive: bool) -> Tensor:
     stand-in for -inf (a quarter of the dtype's lowest value): its exponential is 0 as -inf's, but sums and
     differences with it stay finite, so the gradient of this gradient has no inf - inf in it."""
     m = t > 0 if positive else t < 0
-    low = float(np.finfo(t._value.dtype).min) / 4
+    low = float(np.finfo(t._v.dtype).min) / 4
     return where(m, log(where(m, t if positive else -t, 1.0)), low)
 
 
@@ -102,7 +102,7 @@ def _signed_log(t: Tensor, positive: bool) -> Tensor:
 def _logcumsumexp_vjp(g, out, x, *, axis):
     # d out[i] / d x[k] = exp(x[k] - out[i]) for i >= k: the gradient is a reverse scan of g * exp(-out),
     # computed in log space separately for the positive and negative parts of g so it cannot overflow
-    if x._value.ndim == 0:
+    if x._v.ndim == 0:
         return (g,)
     pos = exp(_rev_lcse(_signed_log(g, True) - out, axis) + x)
     neg = exp(_rev_lcse(_signed_log(g, False) - out, axis) + x)
@@ -112,9 +112,9 @@ def _logcumsumexp_vjp(g, out, x, *, axis):
 @export
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """``log(cumsum(exp(input), dim))``, computed stably."""
-    if not _dtype.is_float(input._value.dtype):
+    if not _dtype.is_float(input._v.dtype):
         raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{input.dtype.legacy_name}'")
-    axis = _wrap_dim(dim, input._value.ndim)
+    axis = _wrap_dim(dim, input._v.ndim)
     return apply(_logcumsumexp, input, axis=axis)
 
 
@@ -124,20 +124,20 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
          append: Tensor | None = None) -> Tensor:
     """The ``n``-th forward difference along ``dim`` (a bool tensor's is ``!=``), after joining ``prepend``
     and ``append`` along it."""
-    nd = input._value.ndim
+    nd = input._v.ndim
     if nd == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     d = _wrap_dim(dim, nd)
     for extra in (prepend, append):
-        if extra is not None and extra._value.ndim != nd:
+        if extra is not None and extra._v.ndim != nd:
             raise RuntimeError("diff expects prepend or append to be the same dimension as input")
     parts = [t for t in (prepend, input, append) if t is not None]
     x = cat(parts, d) if len(parts) > 1 else input
-    boolean = x._value.dtype == np.bool_
+    boolean = x._v.dtype == np.bool_
     for _ in range(n):
-        size = x._value.shape[d]
+        size = x._v.shape[d]
         if size == 0:
             break
         a, b = narrow(x, d, 1, size - 1), narrow(x, d, 0, size - 1)

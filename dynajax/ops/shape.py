@@ -87,25 +87,25 @@ def _reshaped(input: Tensor, shape: tuple, copy: bool) -> Tensor:
 def _view_dtype(input: Tensor, np_dtype) -> Tensor:
     import jax
     from .._tensor import _make
-    if np_dtype.itemsize != input._value.dtype.itemsize:
+    if np_dtype.itemsize != input._v.dtype.itemsize:
         raise RuntimeError("view(dtype) with a different element size is not supported")
     return _make(jax.lax.bitcast_convert_type(input._value, np_dtype))
 
 
 @method()
 def view_as(self: Tensor, other: Tensor) -> Tensor:
-    return reshape(self, tuple(other._value.shape))
+    return reshape(self, tuple(other._v.shape))
 
 
 @method()
 def reshape_as(self: Tensor, other: Tensor) -> Tensor:
-    return reshape(self, tuple(other._value.shape))
+    return reshape(self, tuple(other._v.shape))
 
 
 @method()
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims ``start_dim..end_dim`` into one."""
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     if not shape:
         return reshape(input, (1,))
     s, e = _wrap_dim(start_dim, len(shape)), _wrap_dim(end_dim, len(shape))
@@ -116,7 +116,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 @method()
 def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     d = _wrap_dim(dim, len(shape))
     sizes = infer_shape(tuple(sizes), shape[d])
     return reshape(input, shape[:d] + tuple(sizes) + shape[d + 1:])
@@ -143,7 +143,7 @@ def _expand_vjp(g, out, x, *, shape, in_shape):
 def expand(input: Tensor, *sizes) -> Tensor:
     """Broadcast size-1 dims to ``sizes`` (-1 keeps a dim) without copying; a view."""
     sizes = _sizes(sizes, "expand")
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     if len(sizes) < len(shape):
         raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of "
                            f"sizes provided ({len(sizes)}) must be greater or equal to the number of dimensions "
@@ -179,7 +179,7 @@ def expand(input: Tensor, *sizes) -> Tensor:
 
 @method()
 def expand_as(self: Tensor, other: Tensor) -> Tensor:
-    return expand(self, tuple(other._value.shape))
+    return expand(self, tuple(other._v.shape))
 
 
 def broadcast_to(input: Tensor, size) -> Tensor:
@@ -190,7 +190,7 @@ method("broadcast_to")(broadcast_to)
 
 
 def broadcast_tensors(*tensors):
-    shape = np.broadcast_shapes(*(tuple(t._value.shape) for t in tensors))
+    shape = np.broadcast_shapes(*(tuple(t._v.shape) for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
 
 
@@ -214,7 +214,7 @@ def permute(input: Tensor, *dims) -> Tensor:
     if not dims:
         raise TypeError('permute() missing 1 required positional arguments: "dims"')
     dims = _sizes(dims, "permute", "dims")
-    n = input._value.ndim
+    n = input._v.ndim
     if len(dims) != n:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
                            f"length of the desired ordering of dimensions i.e. input.dim() = {n} is not equal "
@@ -227,7 +227,7 @@ def permute(input: Tensor, *dims) -> Tensor:
 
 @method("transpose", "swapaxes", "swapdims")
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    n = input._value.ndim
+    n = input._v.ndim
     if n == 0:
         _wrap_dim(dim0, 0), _wrap_dim(dim1, 0)
         return input
@@ -243,20 +243,20 @@ swapaxes = swapdims = transpose
 @method()
 def t(input: Tensor) -> Tensor:
     """Transpose of a <= 2-D tensor."""
-    n = input._value.ndim
+    n = input._v.ndim
     if n > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
     return input if n < 2 else transpose(input, 0, 1)
 
 
-Tensor.T = property(lambda self: self if self._value.ndim < 2 else permute(self, tuple(range(self._value.ndim))[::-1]))
+Tensor.T = property(lambda self: self if self._v.ndim < 2 else permute(self, tuple(range(self._v.ndim))[::-1]))
 Tensor.mT = property(lambda self: transpose(self, -2, -1))
 Tensor.H = property(lambda self: t(self).conj() if self.is_complex() else t(self))
 
 
 @method()
 def movedim(input: Tensor, source, destination) -> Tensor:
-    n = input._value.ndim
+    n = input._v.ndim
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
@@ -281,7 +281,7 @@ method("moveaxis")(movedim)
 @method()
 def squeeze(input: Tensor, dim=None) -> Tensor:
     """Remove size-1 dims (all, or those in ``dim``); a view."""
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     if dim is None:
         dims = {i for i, s in enumerate(shape) if s == 1}
     else:
@@ -296,7 +296,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
 @method()
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim at ``dim``; a view."""
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     n = len(shape) + 1
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
@@ -331,7 +331,7 @@ _unfold_dim_backward.defvjp(lambda gg, out, g, *, in_shape, dim, size, step: (
 def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """The windows of ``size`` elements every ``step`` along ``dimension``, as a new last dim (``Tensor.unfold``);
     a view (``views.layout`` gives PyTorch's strides: windows ``step`` apart, elements 1 apart)."""
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     d = _wrap_dim(dimension, max(len(shape), 1))
     n = shape[d] if shape else 1
     if step <= 0:
@@ -369,7 +369,7 @@ _narrow_copy = narrow_copy  # noqa: F821 (made just above)
 def narrow_copy(input: Tensor, dim: int, start, length: int) -> Tensor:
     """``input.narrow(...)`` as a copy, as ``torch.narrow_copy`` (whose check of a too large dim raises
     RuntimeError, not narrow's IndexError)."""
-    if isinstance(dim, int) and dim >= input._value.ndim > 0:
+    if isinstance(dim, int) and dim >= input._v.ndim > 0:
         raise RuntimeError("Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, but got false.")
     return _narrow_copy(input, dim, start, length)
 

@@ -41,7 +41,7 @@ def _argsort(x, *, axis, descending, k):
 
 def _order(input: Tensor, dim: int, descending: bool, k=None) -> tuple:
     """``(axis, indices)`` of the (first ``k``) sorted elements along ``dim``; axis None for 0-d."""
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     if not shape:  # a 0-d tensor sorts to itself
         _wrap_dim(dim, 0)
         if k is not None and k not in (0, 1):
@@ -96,7 +96,7 @@ _kthvalue = selecting("kthvalue", lambda x, axis, *, k: jax.lax.slice_in_dim(
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False, *, out=None):
     """``(values, indices)`` of the ``k``-th smallest element (1-based) along ``dim``."""
     check_out(out, input, name="kthvalue")
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     axis = _wrap_dim(dim, len(shape))
     n = shape[axis] if shape else 1
     if not 1 <= k <= n:
@@ -177,9 +177,9 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
             raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, got side of left "
                                "while right was True")
         right = side == "right"
-    seq_shape = tuple(sorted_sequence._value.shape)
+    seq_shape = tuple(sorted_sequence._v.shape)
     if len(seq_shape) > 1:
-        v_shape = tuple(input._value.shape) if isinstance(input, Tensor) else ()
+        v_shape = tuple(input._v.shape) if isinstance(input, Tensor) else ()
         if v_shape[:-1] != seq_shape[:-1]:
             raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
                                "dimensions of boundaries tensor and input value tensor must match, but we got "

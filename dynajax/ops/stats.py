@@ -31,9 +31,9 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 def _q_tensor(name: str, input: Tensor, q) -> Tensor:
     """``q`` as a tensor of ``input``'s dtype, after PyTorch's checks (which read a tensor ``q`` on the host)."""
     if isinstance(q, Tensor):
-        if q._value.ndim > 1:
+        if q._v.ndim > 1:
             raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
-        if q._value.dtype != input._value.dtype:
+        if q._v.dtype != input._v.dtype:
             raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
         qv = _host(q)
         if qv.size and not (np.all(qv >= 0) and np.all(qv <= 1)):
@@ -45,24 +45,24 @@ def _q_tensor(name: str, input: Tensor, q) -> Tensor:
 
 
 def _quantile(name: str, input: Tensor, q, dim, keepdim: bool, interpolation: str, skip_nan: bool) -> Tensor:
-    if not _dtype.is_float(input._value.dtype):
+    if not _dtype.is_float(input._v.dtype):
         raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
     if interpolation not in _INTERPOLATIONS:
         raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest, "
                            f"but got {interpolation}")
     qt = _q_tensor(name, input, q)
-    shape = tuple(input._value.shape)
+    shape = tuple(input._v.shape)
     if dim is None:
         x, axis = reshape(input, (-1,)), 0
     else:
         axis = _wrap_dim(dim, len(shape))
         x = reshape(input, (1,)) if not shape else input
-    if x._value.size == 0:
+    if x._v.size == 0:
         raise RuntimeError(f"{name}() input tensor must be non-empty")
     s = movedim(sort(x, axis).values, axis, -1)          # (rest..., n), NaNs last
-    n = s._value.shape[-1]
-    rest = tuple(s._value.shape[:-1])
-    nq = qt._value.size
+    n = s._v.shape[-1]
+    rest = tuple(s._v.shape[:-1])
+    nq = qt._v.size
     qcol = reshape(qt, (nq,) + (1,) * (len(rest) + 1))   # (Q, 1..., 1)
     nan = isnan(s).any(-1, keepdim=True)                 # (rest..., 1)
     if skip_nan:
@@ -90,8 +90,8 @@ def _quantile(name: str, input: Tensor, q, dim, keepdim: bool, interpolation: st
     if keepdim:
         kept = (1,) * len(shape) if dim is None else (rest[:axis] + (1,) + rest[axis:] if shape else ())
         out = reshape(out, (nq,) + kept)
-    if not isinstance(q, Tensor) or q._value.ndim == 0:
-        out = reshape(out, tuple(out._value.shape[1:]))
+    if not isinstance(q, Tensor) or q._v.ndim == 0:
+        out = reshape(out, tuple(out._v.shape[1:]))
     return out
 
 
@@ -146,14 +146,14 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     """Counts (or sums of ``weights``) of each value of a 1-D non-negative integer tensor; its length is
     ``max(input) + 1`` or ``minlength``, so the data is read on the host. Not differentiable (nor is
     PyTorch's)."""
-    if not _dtype.is_integral(input._value.dtype, True):
+    if not _dtype.is_integral(input._v.dtype, True):
         raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{input.dtype.legacy_name}'")
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
     a = _host(input)
     if a.ndim != 1 or (a.size and a.min() < 0):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
-    if weights is not None and (weights._value.ndim != 1 or weights._value.shape[0] != a.shape[0]):
+    if weights is not None and (weights._v.ndim != 1 or weights._v.shape[0] != a.shape[0]):
         raise RuntimeError("weights should be 1-d and have the same length as input")
     if weights is None:
         return _make(jnp.asarray(np.bincount(a, minlength=minlength).astype(np.int64)))
@@ -168,7 +168,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``bins`` equal-width bins over ``[min, max]`` (the data's range when both are 0;
     values outside are not counted, ``max`` falls in the last bin). Not differentiable."""
-    if not _dtype.is_float(input._value.dtype):
+    if not _dtype.is_float(input._v.dtype):
         raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{input.dtype.legacy_name}'")
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
@@ -204,13 +204,13 @@ def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
 def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
     """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm ``maxnorm``."""
     from .reduce import vector_norm
-    if input._value.ndim < 2:
-        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input._value.ndim} dimensions")
+    if input._v.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input._v.ndim} dimensions")
     if p < 0:
         raise RuntimeError(f"renorm: non-positive-norm not supported")
     if maxnorm < 0:
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
-    nd = input._value.ndim
+    nd = input._v.ndim
     d = _wrap_dim(dim, max(nd, 1))
     others = tuple(k for k in range(nd) if k != d)
     norms = vector_norm(input, p, others, keepdim=True) if others else input.abs()
@@ -220,7 +220,7 @@ def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
 def _trapezoids(y: Tensor, x, dx, dim: int) -> Tensor:
     """The areas of the trapezoids between neighbours of ``y`` along ``dim`` (spacing ``x``'s steps or
     ``dx``)."""
-    nd = y._value.ndim
+    nd = y._v.ndim
     d = _wrap_dim(dim, max(nd, 1))
     n = y.shape[d]
     if n == 0:
@@ -228,7 +228,7 @@ def _trapezoids(y: Tensor, x, dx, dim: int) -> Tensor:
     mid = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) / 2
     if x is None:
         return mid * (1 if dx is None else dx)
-    if x._value.ndim == 1:
+    if x._v.ndim == 1:
         steps = x.diff()
         shape = [1] * nd
         shape[d] = -1
@@ -238,7 +238,7 @@ def _trapezoids(y: Tensor, x, dx, dim: int) -> Tensor:
 
 def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
     """The trapezoidal rule's integral of ``y`` along ``dim``."""
-    d = _wrap_dim(dim, max(y._value.ndim, 1))
+    d = _wrap_dim(dim, max(y._v.ndim, 1))
     return _trapezoids(y, x, dx, d).sum(d)
 
 
@@ -248,30 +248,30 @@ def trapz(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
 
 def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
     """The running trapezoidal integral of ``y`` along ``dim`` (one element fewer than ``y``)."""
-    d = _wrap_dim(dim, max(y._value.ndim, 1))
+    d = _wrap_dim(dim, max(y._v.ndim, 1))
     return _trapezoids(y, x, dx, d).cumsum(d)
 
 
 def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
     """The covariance of the variables in ``input``'s rows (observations in columns), as ``torch.cov``."""
-    if input._value.ndim > 2:
+    if input._v.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
-                           f"{input._value.ndim} dimensions")
-    n_obs = input.shape[-1] if input._value.ndim else 1
+                           f"{input._v.ndim} dimensions")
+    n_obs = input.shape[-1] if input._v.ndim else 1
     for name, w, kind, ok in (("fweights", fweights, "integral", lambda d: d.np.kind in "iu"),
                               ("aweights", aweights, "floating point", lambda d: d.is_floating_point)):
         if w is None:
             continue
-        if w._value.ndim > 1:
+        if w._v.ndim > 1:
             raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
-                               f"{w._value.ndim} dimensions")
+                               f"{w._v.ndim} dimensions")
         if not ok(w.dtype):
             raise RuntimeError(f"cov(): expected {name} to have {kind} dtype but got {name} with "
                                f"{w.dtype.legacy_name} dtype")
         if w.numel() != n_obs:
             raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations in the "
                                f"input but got {w.numel()} != {n_obs}")
-    x = input if input._value.ndim == 2 else input.reshape(1, -1)
+    x = input if input._v.ndim == 2 else input.reshape(1, -1)
     if not (x.is_floating_point() or x.is_complex()):
         x = x.to(_dtype.from_np(_dtype.default_float_np()))
     n = x.shape[1]
@@ -301,7 +301,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
 def corrcoef(input: Tensor) -> Tensor:
     """Pearson's correlation coefficients of the variables in ``input``'s rows."""
     c = cov(input)
-    if c._value.ndim == 0:
+    if c._v.ndim == 0:
         return c / c
     sd = c.diagonal().real.sqrt() if c.is_complex() else c.diagonal().sqrt()
     c = c / sd.unsqueeze(1) / sd.unsqueeze(0)

@@ -185,7 +185,7 @@ def _cast_result(t: Tensor, r: Tensor, opname: str) -> Tensor:
 def cast_dtype(t: Tensor, r: Tensor) -> Tensor:
     """``r`` in ``t``'s dtype, for a write into ``t`` (an in-place op's or an ``out=`` argument's): PyTorch's
     RuntimeError where ``r``'s dtype is of a higher category (bool < integer < float < complex) than ``t``'s."""
-    rd, td = r._value.dtype, t._value.dtype
+    rd, td = r._v.dtype, t._v.dtype
     if rd != td:
         if _dtype._category(rd) > _dtype._category(td):
             raise RuntimeError(f"result type {_dtype.from_np(rd).legacy_name} can't be cast "
@@ -348,9 +348,9 @@ def layout(t: Tensor):
     """(shape, strides) PyTorch would give tensor ``t``: a base's are contiguous, a view's follow its chain;
     None where the chain has a step no stride model covers, or that PyTorch would have copied."""
     if t._base is None:
-        shape = list(t._value.shape)
+        shape = list(t._v.shape)
         return shape, _contiguous_strides(shape)
-    shape = list(t._base._value.shape)
+    shape = list(t._base._v.shape)
     strides = _contiguous_strides(shape)
     for step in t._view:
         if is_detach(step):

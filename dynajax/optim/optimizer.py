@@ -195,7 +195,7 @@ class Optimizer:
         every step would be a graph break every step under ``dynajax.compile``."""
         known = self._mirror(t, same_version=True)
         t.mul_(factor)
-        kind = np.dtype(t._value.dtype).type
+        kind = np.dtype(t._v.dtype).type
         value = float(kind(known[2]) * kind(factor))
         self._host_steps[id(t)] = (t, t._version, value)
         return value

@@ -61,7 +61,7 @@ def _assign_value(t: Tensor, value) -> None:
     """Write ``value`` into ``t`` in place without recording (bumps its version)."""
     from ...ops.views import write
     src = _make(_value_of(value))
-    if tuple(src._value.shape) != tuple(t._value.shape):
+    if tuple(src._v.shape) != tuple(t._v.shape):
         raise RuntimeError(f"shape mismatch: copying a tensor of shape {list(src.shape)} into one of shape "
                            f"{list(t.shape)}")
     with grad_mode.no_grad():
@@ -517,9 +517,9 @@ class Module:
             if k not in state_dict:
                 continue
             v = _value_of(state_dict[k])
-            if tuple(v.shape) != tuple(t._value.shape):
+            if tuple(v.shape) != tuple(t._v.shape):
                 errors.append(f"size mismatch for {k}: copying a param with shape {_size_str(v.shape)} from "
-                              f"checkpoint, the shape in current model is {_size_str(t._value.shape)}.")
+                              f"checkpoint, the shape in current model is {_size_str(t._v.shape)}.")
                 continue
             values[k] = v
         if errors:
