@@ -8,7 +8,11 @@ again at each new size. Instead, an op declared here, on a leading size ``n`` th
 - its inputs are padded on the host to the bucket ``B >= n`` (a copy, no compile; so this is on only
   where the arrays live in host memory: JAX's CPU backend, one device),
 - the kernel for the bucket shape runs (compiled once per bucket, or loaded from the on-disk store),
-- its result is sliced back to ``n`` rows on the host.
+- its result stays padded (``_rows.Rows``: the bucket's array and ``n``) while bucketed ops read it: the
+  next one takes the padded array as it is, with no host copy and no wait for the kernel that made it.
+  An op summing over the rows (or reading the pad rows' values: an NLL target) first sets them to what
+  adds nothing, by a small kernel. Anything else reading the tensor gets its first ``n`` rows, sliced on
+  the host once.
 
 Only ops whose results on the true rows do not depend on the pad rows are declared: elementwise ops and
 row-wise ones (a linear layer, log_softmax over a later dim, an embedding lookup) pass the rows through,
@@ -16,8 +20,12 @@ and the pad rows are dropped; a few reduce over the padded dim and get pads that
 sum or a weight gradient, ``ignore_index`` for an NLL target). So a bucketed call gives the unpadded
 call's values up to float rounding (a sum may add its terms in another order).
 
-A shape met again and again stops paying the pad and slice copies: after ``SETTLE`` calls on one exact
+A shape met again and again stops paying the pads: after ``SETTLE`` calls on one exact
 shape the op compiles its exact kernel (the ski-rental rule: rent the bucket until buying pays).
+
+An optimizer's fused update (one call a step, on shapes that do not change) and dynajax.random's draws
+(a model's initialisation) always run their exact kernels through the store (``stored``), so a second run
+compiles none of them either.
 
 The bucket kernels can persist in a folder (``$DYNAJAX_KERNEL_CACHE``, or by default one inside the compile
 cache's folder while ``dynajax.set_compile_cache`` has one), so a script's second run loads them instead of
@@ -41,7 +49,7 @@ from . import _exe_store
 from ._device import eager_compiler_options, host_put
 from ._rows import Rows, exact
 
-__all__ = ["bucket", "run_bucketed", "rule_for", "stats", "kernel_dir", "set_kernel_dir"]
+__all__ = ["bucket", "run_bucketed", "rule_for", "stored", "stats", "kernel_dir", "set_kernel_dir"]
 
 SETTLE = 32   # calls on one exact non-bucket shape after which the op compiles that shape's own kernel
 
@@ -139,8 +147,8 @@ def _elementwise(vals, params):
                     return None
                 n = d
                 which.append(i)
-    if n is None:
-        return None
+    if n is None:   # every row-carrying input has one row: that row's own kernel (1 is a bucket size)
+        return (1, None) if any(getattr(v, "ndim", 0) == rank for v in vals) else None
     return n, lambda B: (_padded(vals, which, B), params, _rows_of(n))
 
 
@@ -321,6 +329,15 @@ _RULES.update({
 })
 
 
+def _stored(vals, params):
+    """The mark of an op whose kernel is always its exact one, from the store (``run_bucketed`` looks for it
+    first): an optimizer's fused update (one call a step, on the same shapes all run long, and ~0.15 s of XLA
+    compile in each process otherwise)."""
+    return None
+_RULES.update(dict.fromkeys(("adam_update", "sgd_momentum_update", "rmsprop_update", "adagrad_update",
+                             "adadelta_update", "adamax_update", "nadam_update", "radam_update"), _stored))
+
+
 def rule_for(name: str):
     """The bucketing rule of op ``name`` (None: its eager kernel is always compiled for the exact shape)."""
     return _RULES.get(name)
@@ -339,8 +356,16 @@ def clear() -> None:
 
 
 def _aval_key(vals) -> tuple:
-    return tuple((v.shape, v.dtype, getattr(v, "weak_type", False)) if hasattr(v, "shape") else type(v)
-                 for v in vals)
+    """(shape, dtype, weak type) of each array in ``vals`` (a JAX array's read from its aval: ~0.1 us against
+    ~0.5 us through its properties; a Python number's type), alike for a JAX array and a numpy one."""
+    out = []
+    for v in vals:
+        av = getattr(v, "aval", None)
+        if av is not None:
+            out.append((av.shape, av.dtype, av.weak_type))
+        else:
+            out.append((v.shape, v.dtype, getattr(v, "weak_type", False)) if hasattr(v, "shape") else type(v))
+    return tuple(out)
 
 
 def run_bucketed(op, fn, vals, params):
@@ -356,6 +381,9 @@ def run_bucketed(op, fn, vals, params):
         on = _ON[0] = _enabled()
     if not on:
         return None
+    if op.eager_pad is _stored:   # (never settles: its store's kernel is its own)
+        vals = [exact(v) for v in vals]
+        return _kernel(op, params, vals)(*vals)
     try:
         key = (fn, *[v.shape for v in vals])
     except AttributeError:   # a Python scalar among the inputs
@@ -389,7 +417,24 @@ def _kernel(op, params, vals):
     key = (op.name, tuple(params.items()), _aval_key(vals))
     k = _KERNELS.get(key)
     if k is None:
-        k = _KERNELS[key] = _load_or_compile(op.jitted(params), vals)
+        k = _KERNELS[key] = _load_or_compile(op.jitted(params).trace, vals)
+    return k
+
+
+def stored(name: str, trace, args, static: tuple = ()):
+    """The kernel ``trace(*args)`` compiles to (``trace``: a ``jax.jit``'s ``trace``, static arguments bound;
+    ``static``: them, for the key), from the store or compiled and kept there; None where the bucketed path
+    is off (``_enabled``: then the caller runs its own jit). For eager work outside the ops that every
+    process would compile again: dynajax.random's key split and draws."""
+    on = _ON[0]
+    if on is None:
+        on = _ON[0] = _enabled()
+    if not on:
+        return None
+    key = (name, static, _aval_key(args))
+    k = _KERNELS.get(key)
+    if k is None:
+        k = _KERNELS[key] = _load_or_compile(trace, args)
     return k
 
 
@@ -481,9 +526,9 @@ def _entry_name(traced) -> str:
     return h.hexdigest()
 
 
-def _load_or_compile(jitted, vals):
+def _load_or_compile(trace, vals):
     folder = kernel_dir()
-    traced = jitted.trace(*vals)
+    traced = trace(*vals)
     if folder is None:
         stats["kernels_compiled"] += 1
         return traced.lower().compile()

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _kernel_cache
 from ._device import cuda, host_made, host_put
 from ._dtype import x64 as _x64
 from ._tensor import _make
@@ -56,7 +57,7 @@ class Generator:
         self._key = jnp.asarray(arr, jnp.uint32)
 
     def next_key(self):
-        self._key, sub = _split(self._key)
+        self._key, sub = _split_stored(self._key)
         return sub
 
 
@@ -64,6 +65,18 @@ class Generator:
 def _split(key):
     k1, k2 = jax.random.split(key)
     return k1, k2
+
+
+_SPLIT: list = []   # the eager split's kernel, from the kernel store where it is on (``_kernel_cache.stored``)
+
+
+def _split_stored(key):
+    """``_split(key)`` of a concrete key (a recording records ``_split`` itself)."""
+    if isinstance(key, jax.core.Tracer):   # (dynajax inside a JAX transformation)
+        return _split(key)
+    if not _SPLIT:
+        _SPLIT.append(_kernel_cache.stored("random split", _split.trace, (key,)) or _split)
+    return _SPLIT[0](key)
 
 
 default_generator = Generator()
@@ -106,6 +119,9 @@ def _sample(key, a, b, *, kind, shape, dtype):
         return _multinomial(key, a, shape, kind == "multinomial").astype(dtype)
     a, b = (jnp.broadcast_to(v, shape).reshape(-1) if jnp.ndim(v) else v for v in (a, b))
     return _draw(key, a, b, kind, (math.prod(shape),), dtype).reshape(shape)
+
+
+_SAMPLE_JIT = _sample   # (a recording, ``compile.capture``, puts its own ``_sample`` in its place meanwhile)
 
 
 def _multinomial(key, probs, shape, replacement: bool):
@@ -153,8 +169,18 @@ def sample(kind: str, shape, dtype, a=0.0, b=1.0, generator=None):
     n = math.prod(shape)
     if kind in _ELEMENTWISE and _drawn_in_bulk(key, a, b, (kind, shape, dtype), n):   # (a cut one is none)
         m = 1 << max(16, (n - 1).bit_length())
-        return host_put(np.asarray(_sample(key, a, b, kind=kind, shape=(m,), dtype=dtype))[:n].reshape(shape))
-    return _sample(key, a, b, kind=kind, shape=shape, dtype=dtype)
+        return host_put(np.asarray(_sample_stored(key, a, b, kind, (m,), dtype))[:n].reshape(shape))
+    return _sample_stored(key, a, b, kind, shape, dtype)
+
+
+def _sample_stored(key, a, b, kind: str, shape: tuple, dtype):
+    """``_sample``, through its kernel from the kernel store where it is on (a model's initialisation draws
+    at a few shapes, each a compile of ~0.1 s in every process otherwise)."""
+    k = None
+    if _sample is _SAMPLE_JIT and not any(isinstance(v, jax.core.Tracer) for v in (key, a, b)):   # (not recording)
+        k = _kernel_cache.stored("random draw", functools.partial(_sample.trace, kind=kind, shape=shape, dtype=dtype),
+                                 (key, a, b), (kind, shape, dtype))
+    return k(key, a, b) if k is not None else _sample(key, a, b, kind=kind, shape=shape, dtype=dtype)
 
 
 def _drawn_in_bulk(key, a, b, what: tuple, n: int) -> bool:

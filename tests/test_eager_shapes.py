@@ -244,7 +244,18 @@ _SCRIPT = textwrap.dedent("""
         loss.backward()
         vals.append([float(loss), w.grad.numpy().tolist()])
         w.grad = None
-    print(json.dumps({{"compiles": xla_compiles(), "stats": kc.stats, "vals": vals}}))
+    c0 = xla_compiles()
+    dj.manual_seed(0)   # a model's random initialisation and an optimizer's fused update: kernels from the store
+    lin = dj.nn.Linear(6, 3)
+    opt = dj.optim.Adam(lin.parameters(), lr=0.1)
+    for n in (6, 6):
+        opt.zero_grad()
+        x = dj.tensor(rng.standard_normal((n, 6)).astype(np.float32))
+        lin(x).square().sum().backward()
+        opt.step()
+    vals.append(lin.weight.detach().numpy().tolist())
+    print(json.dumps({{"compiles": xla_compiles(), "model_compiles": xla_compiles() - c0, "stats": kc.stats,
+                      "vals": vals}}))
 """)
 
 
@@ -266,6 +277,7 @@ def test_a_second_process_loads_the_kernels_the_first_stored(tmp_path, variable)
     assert second["stats"]["kernels_compiled"] == 0
     assert second["stats"]["kernels_loaded"] == first["stats"]["kernels_compiled"]
     assert second["compiles"] <= first["compiles"] - first["stats"]["kernels_compiled"]
+    assert first["model_compiles"] >= 3 and second["model_compiles"] <= 1   # (at most the loss's scalar kernels)
     assert second["vals"] == first["vals"]
     if variable == "DYNAJAX_COMPILE_CACHE":
         assert len(os.listdir(tmp_path / "store" / "dynajax-kernels")) == first["stats"]["kernels_compiled"]

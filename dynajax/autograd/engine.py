@@ -45,7 +45,7 @@ def own_value(g):
     write rebinds without reaching ``g`` or anything sharing its value."""
     if g._base is not None:
         g._sync()
-    return Tensor._make(g._value)
+    return Tensor._make(g._v)
 
 
 def reset_grad(p, set_to_none: bool) -> None:

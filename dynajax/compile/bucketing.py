@@ -484,11 +484,11 @@ def _arg_shapes(args, kwargs) -> tuple:
     out = []
     for k, a in enumerate(args):
         if isinstance(a, Tensor) and not a._rg:
-            v = a._value
+            v = a._v
             out.append((k, v.shape, v.dtype))
     for k, a in kwargs.items():
         if isinstance(a, Tensor) and not a._rg:
-            v = a._value
+            v = a._v
             out.append((k, v.shape, v.dtype))
     return tuple(out)
 

@@ -280,7 +280,7 @@ class Report:
                 t._grad = g
         if not self.held:   # (the same parameters' grads each call: counted once)
             self.held = sum(getattr(g._value, "nbytes", 0) for _, g in grads if g is not None)
-        _deferred.note(self.tensor._value, self.fail, undo, self.chain, self.held)
+        _deferred.note(self.tensor._v, self.fail, undo, self.chain, self.held)
 
     def fail(self, k: int, bad: int) -> None:
         _reset()

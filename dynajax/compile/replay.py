@@ -88,7 +88,7 @@ class Replayer:
             if isinstance(a, Tensor):
                 if a._base is not None:
                     return None
-                v = a._value
+                v = a._v
                 g.append((tuple(v.shape), v.dtype, a._rg))
             else:
                 g.append((type(a), a))
@@ -349,7 +349,7 @@ def write_back(e: _Entry, vals: list, outs, args, kwargs) -> dict:
 
 def _write(t: Tensor, arr) -> None:
     """An in-place write of ``arr`` into tensor ``t`` (detached, as a compiled step's results come back)."""
-    t._value = arr
+    t._v = arr
     if t._base is None:
         t._vc[0] += 1
     if t.grad_fn is not None:

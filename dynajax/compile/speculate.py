@@ -244,8 +244,8 @@ def gather(src, args, kwargs):
     for kind, ref in src:
         if kind == "t":   # (most sources: a parameter's or a state tensor's array, read straight)
             obj = ref()
-            if isinstance(obj, Tensor) and obj._base is None and type(obj._value) is array:
-                vals.append(obj._value)
+            if isinstance(obj, Tensor) and obj._base is None and type(v := obj._v) is array:
+                vals.append(v)
                 continue
         if kind == "a":
             if leaves is None:

@@ -215,7 +215,7 @@ def inplace(t: Tensor, compute, opname: str = "") -> Tensor:
 def write(t: Tensor, r: Tensor, opname: str = "") -> Tensor:
     """Write the value of ``r`` into ``t`` in place: :func:`inplace` for a result that does not read ``t``."""
     if t._base is None and not grad_mode.state.enabled:   # an optimizer's update: only the rebind can apply
-        tv, rv = t._value, r._value
+        tv, rv = t._v, r._v
         if tv.dtype == rv.dtype and tuple(tv.shape) == tuple(rv.shape):
             return assign(t, r)
     _check_inplace_allowed(t)
@@ -257,7 +257,7 @@ def assign(t: Tensor, r: Tensor) -> Tensor:
 def _rebind(t: Tensor, r: Tensor) -> None:
     """Give ``t`` the value of ``r``; under grad mode also its place in the graph
     (under no_grad a write changes the value only, as PyTorch's does)."""
-    t._value = r._value
+    t._v = r._v   # (a padded result, ``_rows``, stays one)
     if grad_mode.state.enabled and (r.grad_fn is not None or t.grad_fn is not None):
         t.grad_fn, t._out_idx, t._rg = r.grad_fn, r._out_idx, r._rg
 

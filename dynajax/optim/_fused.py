@@ -262,18 +262,18 @@ def _radam(*args, n, weight_decay):
 
 def fusable(*tensors) -> bool:
     """The fused updates cover real floating tensors of one dtype and shape (per parameter)."""
-    av = value_aval(tensors[0]._value)
+    av = value_aval(tensors[0]._v)
     if av[1].kind != "f":
         return False
     for t in tensors[1:]:
-        if value_aval(t._value) != av:
+        if value_aval(t._v) != av:
             return False
     return True
 
 
 def float_valued(t) -> bool:
     """Whether tensor ``t`` holds real floating values (a step count the fused updates keep as a float)."""
-    return value_aval(t._value)[1].kind == "f"
+    return value_aval(t._v)[1].kind == "f"
 
 
 def _adam_numbers(group) -> tuple:
