@@ -461,9 +461,14 @@ class _PadRows:
 def _masked(v: Rows, fill):
     """``v``'s padded array with its pad rows set to ``fill``, by a kernel (one per bucket shape, kept in the
     store like the ops' own): what an op summing over the rows adds of them must be nothing."""
+    m = v.masked
+    if m is not None and m[0] == fill:   # (a gradient summed for a bias and multiplied for a weight: once)
+        return m[1]
     args = (v.full, np.int32(v.n))
     stats["masked"] += 1
-    return _kernel(_PadRows, {"fill": fill}, args)(*args)
+    out = _kernel(_PadRows, {"fill": fill}, args)(*args)
+    v.masked = (fill, out)
+    return out
 
 
 # ---------------------------------------------------------------- the on-disk store

@@ -27,7 +27,7 @@ class Rows:
     """``full``'s first ``n`` rows, as an eager value; the rows past ``n`` hold whatever the kernel made of
     the pad rows it was given (never read as values)."""
 
-    __slots__ = ("full", "n", "shape", "dtype", "_exact")
+    __slots__ = ("full", "n", "shape", "dtype", "_exact", "masked")
 
     def __init__(self, full, n: int):
         self.full = full
@@ -35,6 +35,7 @@ class Rows:
         self.shape = (n, *full.shape[1:])
         self.dtype = full.dtype
         self._exact = None
+        self.masked = None   # (fill, ``full`` with its pad rows set to fill): kept for the next op summing rows
 
     @property
     def ndim(self) -> int:
