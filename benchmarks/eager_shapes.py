@@ -170,9 +170,14 @@ def main() -> None:
         os.environ["DYNAJAX_KERNEL_CACHE"] = folder
         report("first run (empty on-disk kernel cache):", measure(a.only, steps))
         sys.stdout.flush()
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--second-run", "--cache-dir", folder,
-                        "--gru-steps", str(a.gru_steps), "--mlp-steps", str(a.mlp_steps), "--only", *a.only],
-                       check=True)
+        # (its output printed from here: benchmarks/run_all.py captures this process's stdout, not the child's)
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--second-run", "--cache-dir", folder,
+                            "--gru-steps", str(a.gru_steps), "--mlp-steps", str(a.mlp_steps), "--only", *a.only],
+                           capture_output=True, text=True)
+        print(p.stdout, end="")
+        if p.returncode:
+            sys.stderr.write(p.stderr)
+            raise SystemExit(f"the second run failed (exit status {p.returncode})")
 
 
 if __name__ == "__main__":

@@ -272,8 +272,15 @@ def fingerprint(v, budget: list | None = None, depth: int = 0, floats: bool = Tr
         if len(ids) == len(v):   # (the usual list: an optimizer's params, by identity, as the loop below would)
             return (t, tuple(ids))
         return (t, tuple([_item(x, budget, d, floats) for x in v]))
-    if k == "d":
-        return (t, tuple([(x, _item(y, budget, d, floats)) for x, y in v.items()]))
+    if k == "d":   # (``_item`` inlined: an optimizer's param groups are read this way on every guarded call)
+        out = []
+        for x, y in v.items():
+            ty = type(y)
+            if _KIND.get(ty) == "s":
+                out.append((x, (ty, y == 0, y < 0) if ty is float and not floats else (ty, y)))
+            else:
+                out.append((x, fingerprint(y, budget, d, floats)))
+        return (t, tuple(out))
     if k == "set":
         return (t, frozenset(v) if all(type(x) in _SCALARS for x in v) else tuple(sorted(map(id, v))))
     if k == "f":
