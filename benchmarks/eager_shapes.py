@@ -173,7 +173,7 @@ def main() -> None:
         # (its output printed from here: benchmarks/run_all.py captures this process's stdout, not the child's)
         p = subprocess.run([sys.executable, os.path.abspath(__file__), "--second-run", "--cache-dir", folder,
                             "--gru-steps", str(a.gru_steps), "--mlp-steps", str(a.mlp_steps), "--only", *a.only],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
         print(p.stdout, end="")
         if p.returncode:
             sys.stderr.write(p.stderr)

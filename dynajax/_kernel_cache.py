@@ -41,6 +41,7 @@ import bisect
 import functools
 import hashlib
 import os
+import typing
 
 import jax
 import numpy as np
@@ -333,7 +334,8 @@ def _stored(vals, params):
     """The mark of an op whose kernel is always its exact one, from the store (``run_bucketed`` looks for it
     first): an optimizer's fused update (one call a step, on the same shapes all run long, and ~0.15 s of XLA
     compile in each process otherwise)."""
-    return None
+
+
 _RULES.update(dict.fromkeys(("adam_update", "sgd_momentum_update", "rmsprop_update", "adagrad_update",
                              "adadelta_update", "adamax_update", "nadam_update", "radam_update"), _stored))
 
@@ -414,10 +416,14 @@ def run_bucketed(op, fn, vals, params):
 
 
 def _kernel(op, params, vals):
-    key = (op.name, tuple(params.items()), _aval_key(vals))
+    return _cached((op.name, tuple(params.items()), _aval_key(vals)), lambda: op.jitted(params).trace, vals)
+
+
+def _cached(key: tuple, trace_of, vals):
+    """The kernel kept in memory under ``key``, else loaded or compiled from ``trace_of()(*vals)``."""
     k = _KERNELS.get(key)
     if k is None:
-        k = _KERNELS[key] = _load_or_compile(op.jitted(params).trace, vals)
+        k = _KERNELS[key] = _load_or_compile(trace_of(), vals)
     return k
 
 
@@ -431,11 +437,7 @@ def stored(name: str, trace, args, static: tuple = ()):
         on = _ON[0] = _enabled()
     if not on:
         return None
-    key = (name, static, _aval_key(args))
-    k = _KERNELS.get(key)
-    if k is None:
-        k = _KERNELS[key] = _load_or_compile(trace, args)
-    return k
+    return _cached((name, static, _aval_key(args)), lambda: trace, args)
 
 
 def _mask_rows(full, n, fill):
@@ -447,7 +449,7 @@ class _PadRows:
     """What :func:`_kernel` needs of an op, for the kernel setting a padded array's rows from ``n`` on to
     ``fill``."""
     name = "pad rows"
-    _jits: dict = {}
+    _jits: typing.ClassVar[dict] = {}   # fill -> its jit
 
     @classmethod
     def jitted(cls, params):

@@ -13,21 +13,20 @@ A ``Rows`` answers what dispatch and autograd ask of a value before computing wi
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ._device import host_put
 from ._dtype import x64 as _x64
+from ._sizes import Shaped
 
 __all__ = ["Rows", "exact"]
 
 
-class Rows:
+class Rows(Shaped):
     """``full``'s first ``n`` rows, as an eager value; the rows past ``n`` hold whatever the kernel made of
     the pad rows it was given (never read as values)."""
 
-    __slots__ = ("full", "n", "shape", "dtype", "_exact", "masked")
+    __slots__ = ("_exact", "dtype", "full", "masked", "n", "shape")
 
     def __init__(self, full, n: int):
         self.full = full
@@ -36,14 +35,6 @@ class Rows:
         self.dtype = full.dtype
         self._exact = None
         self.masked = None   # (fill, ``full`` with its pad rows set to fill): kept for the next op summing rows
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     @property
     def weak_type(self) -> bool:

@@ -201,15 +201,11 @@ def unmade_view(shape: tuple, value, what: str):
     return None if err is None else Pending(shape, dtype, jdev, err, what)
 
 
-class Pending:
-    """The value of a view that cannot be made: a broadcast (``expand``) past its device's memory, or past what
-    XLA can represent. Its shape, dtype and device answer; anything that needs its elements -- an op, printing,
-    ``numpy()`` -- raises ``error`` there, where PyTorch would allocate."""
+class Shaped:
+    """``ndim`` and ``size`` from ``shape``, for the objects standing for an array's value that are not one
+    (:class:`Pending`, ``_rows.Rows``)."""
 
-    __slots__ = ("shape", "dtype", "device", "error", "what")
-
-    def __init__(self, shape: tuple, dtype, device, error: RuntimeError, what: str) -> None:
-        self.shape, self.dtype, self.device, self.error, self.what = tuple(shape), np.dtype(dtype), device, error, what
+    __slots__ = ()
 
     @property
     def ndim(self) -> int:
@@ -218,6 +214,17 @@ class Pending:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+
+class Pending(Shaped):
+    """The value of a view that cannot be made: a broadcast (``expand``) past its device's memory, or past what
+    XLA can represent. Its shape, dtype and device answer; anything that needs its elements -- an op, printing,
+    ``numpy()`` -- raises ``error`` there, where PyTorch would allocate."""
+
+    __slots__ = ("shape", "dtype", "device", "error", "what")
+
+    def __init__(self, shape: tuple, dtype, device, error: RuntimeError, what: str) -> None:
+        self.shape, self.dtype, self.device, self.error, self.what = tuple(shape), np.dtype(dtype), device, error, what
 
     def devices(self) -> set:
         return {self.device}
