@@ -20,8 +20,9 @@ and the pad rows are dropped; a few reduce over the padded dim and get pads that
 sum or a weight gradient, ``ignore_index`` for an NLL target). So a bucketed call gives the unpadded
 call's values up to float rounding (a sum may add its terms in another order).
 
-A shape met again and again stops paying the pads: after ``SETTLE`` calls on one exact
-shape the op compiles its exact kernel (the ski-rental rule: rent the bucket until buying pays).
+A shape met again and again stops paying the pads: after ``SETTLE`` calls on one exact shape the op runs
+its exact kernel (the ski-rental rule: rent the bucket until buying pays), kept in the store too and called
+through JAX's C++ path, as fast as the op's jit; so is a call the rule has no bucketed form for.
 
 An optimizer's fused update (one call a step, on shapes that do not change) and dynajax.random's draws
 (a model's initialisation) always run their exact kernels through the store (``stored``), so a second run
@@ -346,7 +347,8 @@ def rule_for(name: str):
 
 
 # ---------------------------------------------------------------- the bucketed call
-_SEEN: dict = {}      # (the op's jit for its params, exact shapes) -> calls so far through this module's kernels
+_SEEN: dict = {}      # (the op's jit for its params, exact input types) -> calls so far through bucket kernels, or
+                      # once settled the exact kernel's call
 _ON: list = [None]    # whether the bucketed path is on (decided at the first call)
 _KERNELS: dict = {}   # (op, params, avals) -> a compiled kernel (a bucket's, or an exact bucket-size shape's)
 
@@ -370,14 +372,15 @@ def _aval_key(vals) -> tuple:
     return tuple(out)
 
 
-def run_bucketed(op, fn, vals, params):
-    """Run eager ``op`` on ``vals`` through a bucket's kernel, or None where its exact kernel ``fn`` (the
-    op's ``jax.jit`` for these params) should run: no rule for this call, the shape has settled, or the
-    arrays are not in host memory.
+def run_bucketed(op, fn, vals, params, lazy: bool = True):
+    """Run eager ``op`` on ``vals`` through a bucket's kernel or its exact one from the store, or None where
+    its own jit ``fn`` (the op's ``jax.jit`` for these params) should run: the arrays are not in host memory.
 
-    An exact shape goes through here for its first ``SETTLE`` calls: padded to its bucket (or as it is,
-    when its size is a bucket size), on kernels this module compiles once and keeps on disk. After that
-    the shape is a regular one and gets its own kernel under jit (its fastest dispatch)."""
+    An exact call type (``fn`` and the inputs' shapes and dtypes) goes through a bucket's kernel for its
+    first ``SETTLE`` calls: padded to its bucket (or as it is, when its size is a bucket size), on kernels
+    this module compiles once and keeps on disk. After that, or from the first call where the rule has no
+    bucketed form for it, it runs its own exact kernel, kept on disk too, called as fast as ``fn``.
+    ``lazy`` False: no value in ``vals`` is a ``Rows``."""
     on = _ON[0]
     if on is None:
         on = _ON[0] = _enabled()
@@ -386,20 +389,20 @@ def run_bucketed(op, fn, vals, params):
     if op.eager_pad is _stored:   # (never settles: its store's kernel is its own)
         vals = [exact(v) for v in vals]
         return _kernel(op, params, vals)(*vals)
-    try:
-        key = (fn, *[v.shape for v in vals])
-    except AttributeError:   # a Python scalar among the inputs
-        key = (fn, *[getattr(v, "shape", None) for v in vals])
-    count = _SEEN.get(key, 0) + 1
-    if count > SETTLE:
-        return None
-    _SEEN[key] = count
-    got = op.eager_pad(vals, params)
-    if got is None or got[0] < 1:
-        _SEEN[key] = SETTLE + 1   # this call shape has no bucketed form: straight to jit from now on
-        return None
-    if count == SETTLE:
-        stats["settled_shapes"] += 1
+    key = (fn, *_aval_key(vals))
+    seen = _SEEN.get(key, 0)
+    if type(seen) is not int:   # a settled call type: its exact kernel
+        return seen(*[exact(v) for v in vals]) if lazy else seen(*vals)
+    got = op.eager_pad(vals, params) if seen < SETTLE else None
+    if got is None or got[0] < 1:   # settled now, or no bucketed form: the exact kernel from now on
+        if seen >= SETTLE:
+            stats["settled_shapes"] += 1
+        vals = [exact(v) for v in vals]
+        k = _kernel(op, params, vals)
+        out = k(*vals)
+        _SEEN[key] = getattr(k, "_call", None) or k   # (JAX's C++ call, set by the first: as fast as jit's)
+        return out
+    _SEEN[key] = seen + 1
     n, pad = got
     host = _ON_HOST.get(op.name)
     if host is not None:

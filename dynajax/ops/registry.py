@@ -286,7 +286,7 @@ def _run(op: Op, fn, args: tuple, params: dict):
         if fn is None:
             fn = op.jitted(params)
     try:
-        if op.eager_pad is None or traced or (out := _kernel_cache.run_bucketed(op, fn, vals, params)) is None:
+        if op.eager_pad is None or traced or (out := _kernel_cache.run_bucketed(op, fn, vals, params, lazy)) is None:
             out = fn(*[exact(v) for v in vals]) if lazy else fn(*vals)
     except Exception as exc:
         if op.error is not None:
