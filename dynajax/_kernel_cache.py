@@ -341,9 +341,14 @@ _RULES.update(dict.fromkeys(("adam_update", "sgd_momentum_update", "rmsprop_upda
                              "adadelta_update", "adamax_update", "nadam_update", "radam_update"), _stored))
 
 
+def _exact(vals, params):
+    """The rule of an op with no bucketed form: its exact kernel, from the store."""
+
+
 def rule_for(name: str):
-    """The bucketing rule of op ``name`` (None: its eager kernel is always compiled for the exact shape)."""
-    return _RULES.get(name)
+    """The bucketing rule of op ``name``: every op has one (``_exact`` where it has no bucketed form), so every
+    eager kernel is kept in the store."""
+    return _RULES.get(name, _exact)
 
 
 # ---------------------------------------------------------------- the bucketed call
