@@ -3,9 +3,12 @@
 timed in alternating pairs.
 
 Workloads: benchmarks/compile_step.py's MLP (cross-entropy targets checked), CNN (cross-entropy) and LSTM
-language model (embedding indices and cross-entropy targets checked). With checks, each step also computes
-a min/max per index tensor, a report, and a select per state tensor (parameters, optimizer state, buffers,
-the RNG key), and leaves the report pending until the next call reads it.
+language model (embedding indices and cross-entropy targets checked). On a CPU, these index tensors are the
+step's arguments (the LSTM's targets reshaped in the step), read on the host at each call, so the checked
+executable is the unchecked one. Elsewhere (an accelerator, or indices computed in the step) each step also
+computes a min/max per index tensor, a report, and a select per state tensor (parameters, optimizer state,
+buffers, the RNG key), or one cond around the updates, and leaves the report pending until the next call
+reads it.
 
     python benchmarks/index_checks.py [--steps 5] [--rounds 100] [--only mlp cnn lstm]
 

@@ -59,20 +59,61 @@ def test_getitem_of_an_index_computed_in_the_step(kw):
     np.testing.assert_array_equal(f(x, dj.tensor([4])).numpy(), [4.0])
 
 
-def test_a_replayed_call_checks_the_indices_passed_in():
-    """A recorded call reads an argument's indices at once; a replayed call runs no Python, and its executable
-    checks them."""
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_a_replayed_call_checks_the_indices_passed_in(kw):
+    """An argument's indices in host memory are read at the call: a recorded call raises at once, and a
+    replayed call, which runs no Python, runs the recording's check on its own arrays before its executable,
+    so it raises at the call too, having run nothing. The executable has no check of them."""
     x = dj.arange(5.0)
-    f = dj.compile(lambda x, i: x[i], replay=True)
+    f = dj.compile(lambda x, i: x[i], **kw)
     with pytest.raises(IndexError, match="index 5 is out of bounds"):   # recorded: raised at the call
         f(x, dj.tensor([5]))
-    for _ in range(3):
-        np.testing.assert_array_equal(f(x, dj.tensor([0, 2])).numpy(), [0.0, 2.0])
+    for k in range(4):
+        np.testing.assert_array_equal(f(x, dj.tensor([0, k])).numpy(), [0.0, float(k)])
     replayed = f.stats.replayed
-    out = f(x, dj.tensor([1, -6]))
-    assert f.stats.replayed == replayed + 1
+    assert replayed >= 1
     with pytest.raises(IndexError, match="index -6 is out of bounds for dimension 0 with size 5"):
-        out.numpy()
+        f(x, dj.tensor([1, -6]))
+    assert not _deferred.PENDING and f.stats.replayed == replayed
+    np.testing.assert_array_equal(f(x, dj.tensor([4, -5])).numpy(), [4.0, 0.0])
+    assert f.stats.replayed == replayed + 1
+    unchecked = dj.compile(lambda x, i: x[i], check_indices=False)
+    unchecked(x, dj.tensor([1]))
+    assert f.stats.recorded_ops == unchecked.stats.recorded_ops
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_token_and_reshaped_target_arguments_are_checked_on_the_host(kw):
+    """An LM step's tokens (embedding) and targets (cross-entropy, reshaped in the step) are arguments: read at
+    each call, recorded or replayed, so its executable is the unchecked one's; a bad one raises PyTorch's
+    error at that call and changes nothing; training matches eager before and after."""
+    def loss_fn(out, y):
+        return F.cross_entropy(out.reshape(-1, 4), y.reshape(-1))
+    model, opt = _lm()
+    ref_model, ref_opt = _lm()
+    f = dj.compile(train_step(model, opt, loss_fn), **kw)
+    ref = train_step(ref_model, ref_opt, loss_fn)
+    idx = dj.tensor([[1, 2], [3, 9]])
+    targets = [[[0, 1], [2, 3]], [[3, 2], [1, 0]], [[1, 1], [2, 2]], [[0, 0], [3, 3]], [[2, 0], [1, 3]]]
+    for t in targets[:4]:
+        np.testing.assert_allclose(f(idx, dj.tensor(t)).item(), ref(idx, dj.tensor(t)).item(), rtol=1e-6)
+    replayed = f.stats.replayed
+    assert replayed >= 1
+    unchecked_model, unchecked_opt = _lm()
+    unchecked = dj.compile(train_step(unchecked_model, unchecked_opt, loss_fn), check_indices=False)
+    unchecked(idx, dj.tensor(targets[0]))
+    assert f.stats.recorded_ops == unchecked.stats.recorded_ops
+    before = _state(model, opt)
+    with pytest.raises(IndexError, match="Target 4 is out of bounds"):
+        f(idx, dj.tensor([[0, 1], [4, 3]]))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        f(dj.tensor([[1, 2], [3, 10]]), dj.tensor(targets[0]))
+    assert f.stats.replayed == replayed and not _deferred.PENDING
+    assert _same(_state(model, opt), before)
+    np.testing.assert_allclose(f(idx, dj.tensor(targets[4])).item(), ref(idx, dj.tensor(targets[4])).item(),
+                               rtol=1e-6)
+    for a, b in zip(_state(model, opt), _state(ref_model, ref_opt)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
@@ -182,7 +223,7 @@ def test_updates_selected_where_made_keep_a_bad_step_from_changing_anything(gate
 
     def step(x, y):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(model(x), y * 1)   # (a target computed in the step: checked on the device)
         loss.backward()
         opt.step()
         return loss, w.detach()   # (the updated weight, returned as the update made it)

@@ -190,6 +190,15 @@ def test_batch_norm_and_layer_norm():
     _train(make, _batches(SIZES), lambda m, x, y: F.cross_entropy(m(x), y), opt=dj.optim.SGD)
 
 
+def test_batch_norm_running_statistics_stay_alive_padded_steps_without_index_checks():
+    """BatchNorm's running statistics outlive the step; computed from the real rows only, their masks span no
+    padded dim, so padding goes on (a step with no index check: once, their gated copies hid this)."""
+    def make():
+        return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+    comp = _train(make, _batches(SIZES), lambda m, x, y: (m(x).sum(1) - y.float()).pow(2).mean(), opt=dj.optim.SGD)
+    assert comp.stats.dynamic_dims
+
+
 def _seq_batches(lengths, batch=3, vocab=11, seed=0):
     r = np.random.default_rng(seed)
     return [(r.integers(0, vocab, (batch, t)), r.integers(0, vocab, (batch, t))) for t in lengths]

@@ -132,6 +132,7 @@ class Capture:
         self.breaks = 0
         self.padding = None             # ``compile.padding.Padding`` of a padded call
         self.checks: list = []          # device checks of index values (``note_check``; ``compile.checks``)
+        self.host_checks: list = []     # (input var, check) of index arguments checked on the host instead
         self.check_report = None        # and their report (``compile.checks.finish``)
         self.check_gated = 0            # and the elements of the tensors gated on them
         self.grads_before: dict = {}    # id -> (tensor, the .grad it had) for grads reset to None (``dispatch.grad_reset``)
@@ -407,6 +408,20 @@ class Capture:
         (``compile.checks``), ``name`` and ``where`` (file, line) say where."""
         _, syms = self._record(fn, fn, params, [self.var_of(t)])
         self.checks.append((syms[0], fail, name, where))
+
+    def input_array(self, v: Sym):
+        """The array the step was given for ``v`` where it is an input of the recording, else None."""
+        try:
+            return self.inputs[self.in_vars.index(v.idx)]
+        except ValueError:
+            return None
+
+    def note_host_check(self, t: Tensor, check: tuple) -> bool:
+        """Keep ``check`` (``ops.index.check_on_host``'s) of argument ``t``'s index values, which this call has
+        just checked on the host, for the replays of this recording to run on their own arrays (``t`` holds an
+        array: an input of the recording). Returns True: kept."""
+        self.host_checks.append((self.var_of(t).idx, check))
+        return True
 
     def note_grad(self, t: Tensor) -> None:
         """``t.grad`` is about to be set (``zero_grad``, ``t.grad = ...``): remember the old one if ``t`` was not

@@ -1,8 +1,10 @@
 """Index bounds inside compiled steps, checked on the device and reported late (``check_indices=True``).
 
 Eagerly, an op reads its index values on the host before its kernel runs and raises PyTorch's error
-(``ops.index.check_bounds``). Inside a compiled step the values are computed on the device, and reading
-them would make capture wait for the executable. So each indexing op of a recording (getitem/setitem with
+(``ops.index.check_bounds``). Inside a compiled step, an argument's values in host memory are read so too,
+at each call, recorded or replayed (``Capture.note_host_check``, ``compile.replay.inputs``). Other values
+are computed on the device (or would need a transfer), and reading them would make capture wait for the
+executable. So each other indexing op of a recording (getitem/setitem with
 index tensors, ``index_*``, ``gather``/``scatter*``, ``take``, ``take_along_dim``, ``embedding``, the class
 targets of ``nll_loss``/``cross_entropy``) records a check instead: ``[1, bad value]`` where some index is
 out of range, else ``[0, ...]``. At the end of the recording (:func:`finish`) they are combined into

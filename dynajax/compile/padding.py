@@ -169,6 +169,7 @@ class Padding:
         c.padding = self
         self.sizes = dict(c.sizes)             # padded size -> true size
         self.masks: dict = {}                  # var -> mask Tensor
+        self.spans: set = set()                # vars whose mask spans a padded dim (``let_go``)
         self.args: set = set()                 # ids of the padded argument tensors (kept by the call)
         self.busy = False
         self.created: set = set()              # padded sizes that creation ops' shapes held
@@ -210,6 +211,10 @@ class Padding:
         """Once the step has returned: drop the mask tensors (keeping which vars had one), so that only
         the step's own tensors stay alive to become the executable's outputs (a mask per position of a
         loop's length made ~130 of them)."""
+        # (which of them may still span a padded dim: a mask with no dim of a padded size is all real, as a
+        # reduction over the padded dim leaves it)
+        self.spans = {k for k, m in self.masks.items()
+                      if m is not None and any(n != 1 and n in self.sizes for n in m.shape)}
         self.masks = dict.fromkeys(self.masks)
 
     # ------------------------------------------------------------ recording
@@ -371,7 +376,7 @@ class Padding:
                                               "of the step (which of the two it stands for is unknown)")
         self._refuse_flagged(result, "the step's result")
         for obj, var, kind in plan.targets:
-            if kind != "g" and var in self.masks and id(obj) not in ok:
+            if kind != "g" and var in self.spans and id(obj) not in ok:
                 raise Unpaddable("the step's result", "a padded value stays alive in a tensor after the step "
                                                       f"(shape {tuple(obj.shape)})")
 

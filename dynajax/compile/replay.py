@@ -44,6 +44,7 @@ from ..autograd import grad_mode
 from .guards import PyGuard, Watch
 from .speculate import gather, recompute, same_scalars, sources, tensor_leaves
 from ..lower import _tree_flatten
+from ..ops.index import check_on_host, on_host
 
 CHECK_EVERY = 100   # replay=True: every 100th call of a guard is recorded (about 1% of a capture per call)
 _BACKOFF = 256      # guarded mode: an impure step is watched again at most this many recorded calls apart
@@ -55,7 +56,8 @@ class _Entry:
     result's structure."""
 
     __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys",
-                 "calls", "key", "modules", "flags", "epoch", "donate", "kept", "checks", "py", "avals", "exact")
+                 "calls", "key", "modules", "flags", "epoch", "donate", "kept", "checks", "py", "avals", "exact",
+                 "host", "host_ok")
 
 
 class Replayer:
@@ -310,6 +312,13 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
     e.keys = [(obj, out, i) for how, obj, out, i in writes if how == "key"]
     e.donate = plan.donate
     e.checks = cap.check_report   # (``compile.checks``: its report is noted after each replay)
+    # index arguments the recording checked on the host (``ops.index.check_on_host``), checked again on each
+    # replayed call's own arrays; the array last found good is skipped (not a donated one: kept alive, it
+    # would be copied before each call)
+    if any(var not in ipos for var, _ in cap.host_checks):
+        return None
+    e.host = tuple((ipos[var], check) for var, check in cap.host_checks)
+    e.host_ok = [None] * len(e.host)
     donated = set(plan.donate)
     e.kept = tuple(i for i in range(len(src)) if i not in donated)
     e.modules = list(cap.modules.values())
@@ -381,6 +390,14 @@ def inputs(e: _Entry, args, kwargs):
     for v, exact, (shape, dtype) in zip(vals, e.exact, e.avals):   # a state tensor given another shape or
         if getattr(v, "aval", None) is not exact and (v.shape != shape or v.dtype != dtype):   # dtype: recorded
             return None
+    for j, (i, check) in enumerate(e.host):   # (a bad value raises the op's error: nothing has run yet)
+        v = vals[i]
+        if v is not e.host_ok[j]:
+            if not on_host([v]):
+                return None   # (recorded instead: its check goes on the device)
+            check_on_host(v, check)
+            if i not in e.donate:
+                e.host_ok[j] = v
     scalars = recompute(e.scalars, e.recipes)
     if scalars is None:
         return None

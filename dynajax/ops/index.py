@@ -29,11 +29,11 @@ from .._device import user_frame
 from .._tensor import Tensor, _make, _wrap_dim
 from .convert import cast
 from .creation import full, tensor
-from .dispatch import index_checks
+from .dispatch import Sym, index_checks
 from .elementwise import broadcast_error, check_out, export, where, with_out
 from .registry import apply, op
 from .shape import expand, reshape
-from .views import _broadcastable, _may_overlap, check_no_overlap, inplace, make_view
+from .views import _broadcastable, _may_overlap, check_no_overlap, inplace, is_detach, make_view
 
 __all__ = [
     "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add", "index_fill",
@@ -75,9 +75,14 @@ def _extrema_dev(vals):
     return jnp.stack([jnp.stack([v.min(), v.max()]).astype(jnp.int64) for v in vals])
 
 
+def on_host(vals) -> bool:
+    """Whether every array of ``vals`` lives in host memory (a CPU device): reading it needs no transfer."""
+    return all(d.platform == "cpu" for v in vals for d in v.devices())
+
+
 def _extrema(vals: list):
     """``[[min, max], ...]`` of each array, in one host read."""
-    if all(d.platform == "cpu" for v in vals for d in v.devices()):  # host memory already: no transfer
+    if on_host(vals):  # host memory already: no transfer
         return [(a.min(), a.max()) for a in map(np.asarray, vals)]
     return np.asarray(_extrema_dev(tuple(vals)))
 
@@ -87,9 +92,11 @@ def check_bounds(indices, sizes, fail, negative: bool = True, ignore: int | None
     """Call ``fail(bad_index, k)`` for the first index tensor ``k`` with a value outside
     ``[-size, size)`` (``[0, size)`` unless ``negative``; a value equal to ``ignore`` is never bad).
 
-    While a compiled step that checks indices is recorded (``dispatch.index_checks``), each index tensor
-    also gets a device check (``_out_of_bounds``, recorded into the step; values known already, an
-    argument's, are read at once as well) and ``fail`` is kept to raise when the step's report is read;
+    While a compiled step that checks indices is recorded (``dispatch.index_checks``), values known already
+    (an argument's) are read at once as well; where they are in host memory (a CPU device), the recording
+    keeps the check for its replays to run on the host too (``note_host_check``: a replayed call runs no
+    Python), so its executable has no check of them. Every other index tensor gets a device check
+    (``_out_of_bounds``, recorded into the step) and ``fail`` is kept to raise when the step's report is read;
     ``name`` (default: the caller's) names the op there."""
     todo = [(k, t, s) for k, (t, s) in enumerate(zip(indices, sizes)) if 0 not in t._v.shape]
     if not todo:
@@ -98,13 +105,48 @@ def check_bounds(indices, sizes, fail, negative: bool = True, ignore: int | None
     if known:   # values known here (eagerly; an argument of a compiled step): read now, raised at once
         _check_known(known, fail, negative, ignore)
     cap = index_checks()
-    if cap is not None:   # (an argument's check too: a replayed call runs no Python)
+    if cap is not None:
+        kept, read = [], {k for k, _, _ in known}
+        for k, t, s in todo:
+            src = _host_values(t, cap)
+            check = (k, int(s), bool(negative), ignore, fail)
+            if src is not None and k not in read:   # (a reshape of an argument: its values, read now)
+                check_on_host(src[1], check)
+            if src is None or not cap.note_host_check(src[0], check):
+                kept.append((k, t, s))
+        todo = kept
+        if not todo:
+            return
         where = user_frame()
         where = (where.f_code.co_filename, where.f_lineno) if where is not None else None
         name = name or sys._getframe(1).f_code.co_name.strip("_")
         for k, t, s in todo:
             cap.note_check(_out_of_bounds, {"size": int(s), "negative": bool(negative), "ignore": ignore}, t,
                            functools.partial(fail, k=k), name, where)
+
+
+_SAME_VALUES = frozenset({"reshape", "permute"})   # view ops whose result holds each of its base's values once
+
+
+def _host_values(t: Tensor, cap):
+    """(tensor, array in host memory) holding exactly ``t``'s index values while recording ``cap``: ``t``, or
+    the base ``t`` is a reshape, permutation or detached alias of, with its array as the step got it; None
+    where there is none (values computed in the step)."""
+    if t._base is not None:
+        if not all(is_detach(step) or getattr(step[0], "name", None) in _SAME_VALUES for step in t._view):
+            return None
+        t = t._base
+    v = t._value
+    if type(v) is Sym:   # (an input the recording adopted, unchanged: its array)
+        v = cap.input_array(v)
+    return (t, v) if _concrete(v) and on_host([v]) else None
+
+
+def check_on_host(v, check) -> None:
+    """Run a check ``note_host_check`` kept, ``(k, size, negative, ignore, fail)``, on index array ``v``: raise
+    the op's eager error where a value is out of range."""
+    k, size, negative, ignore, fail = check
+    _check_known([(k, v, size)], fail, negative, ignore)
 
 
 def _check_known(todo, fail, negative, ignore) -> None:
