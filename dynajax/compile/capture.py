@@ -416,12 +416,11 @@ class Capture:
         except ValueError:
             return None
 
-    def note_host_check(self, t: Tensor, check: tuple) -> bool:
+    def note_host_check(self, t: Tensor, check: tuple) -> None:
         """Keep ``check`` (``ops.index.check_on_host``'s) of argument ``t``'s index values, which this call has
         just checked on the host, for the replays of this recording to run on their own arrays (``t`` holds an
-        array: an input of the recording). Returns True: kept."""
+        array: an input of the recording)."""
         self.host_checks.append((self.var_of(t).idx, check))
-        return True
 
     def note_grad(self, t: Tensor) -> None:
         """``t.grad`` is about to be set (``zero_grad``, ``t.grad = ...``): remember the old one if ``t`` was not

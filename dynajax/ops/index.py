@@ -33,7 +33,14 @@ from .dispatch import Sym, index_checks
 from .elementwise import broadcast_error, check_out, export, where, with_out
 from .registry import apply, op
 from .shape import expand, reshape
-from .views import _broadcastable, _may_overlap, check_no_overlap, inplace, is_detach, make_view
+from .views import (
+    _broadcastable,
+    _may_overlap,
+    check_no_overlap,
+    inplace,
+    is_detach,
+    make_view,
+)
 
 __all__ = [
     "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add", "index_fill",
@@ -110,10 +117,12 @@ def check_bounds(indices, sizes, fail, negative: bool = True, ignore: int | None
         for k, t, s in todo:
             src = _host_values(t, cap)
             check = (k, int(s), bool(negative), ignore, fail)
-            if src is not None and k not in read:   # (a reshape of an argument: its values, read now)
-                check_on_host(src[1], check)
-            if src is None or not cap.note_host_check(src[0], check):
+            if src is None:
                 kept.append((k, t, s))
+                continue
+            if k not in read:   # (a reshape of an argument: its values, read now)
+                check_on_host(src[1], check)
+            cap.note_host_check(src[0], check)
         todo = kept
         if not todo:
             return
