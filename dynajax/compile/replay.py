@@ -44,7 +44,7 @@ from ..autograd import grad_mode
 from .guards import PyGuard, Watch
 from .speculate import gather, recompute, same_scalars, sources, tensor_leaves
 from ..lower import _tree_flatten
-from ..ops.index import check_on_host, on_host
+from ..ops.index import check_on_host
 
 CHECK_EVERY = 100   # replay=True: every 100th call of a guard is recorded (about 1% of a capture per call)
 _BACKOFF = 256      # guarded mode: an impure step is watched again at most this many recorded calls apart
@@ -393,9 +393,8 @@ def inputs(e: _Entry, args, kwargs):
     for j, (i, check) in enumerate(e.host):   # (a bad value raises the op's error: nothing has run yet)
         v = vals[i]
         if v is not e.host_ok[j]:
-            if not on_host([v]):
-                return None   # (recorded instead: its check goes on the device)
-            check_on_host(v, check)
+            if not check_on_host(v, check):
+                return None   # (not in host memory: recorded instead, its check goes on the device)
             if i not in e.donate:
                 e.host_ok[j] = v
     scalars = recompute(e.scalars, e.recipes)

@@ -151,25 +151,36 @@ def _host_values(t: Tensor, cap):
     return (t, v) if _concrete(v) and on_host([v]) else None
 
 
-def check_on_host(v, check) -> None:
+def check_on_host(v, check) -> bool:
     """Run a check ``note_host_check`` kept, ``(k, size, negative, ignore, fail)``, on index array ``v``: raise
-    the op's eager error where a value is out of range."""
+    the op's eager error where a value is out of range. False (nothing read) where ``v`` is not in host
+    memory."""
+    if not on_host([v]):
+        return False
     k, size, negative, ignore, fail = check
-    _check_known([(k, v, size)], fail, negative, ignore)
+    a = np.asarray(v)
+    _check_range(k, v, size, a.min(), a.max(), fail, negative, ignore)
+    return True
 
 
 def _check_known(todo, fail, negative, ignore) -> None:
     for (k, v, s), (lo, hi) in zip(todo, _extrema([v for _, v, _ in todo])):
-        if ignore is not None and (lo < 0 or hi >= s):   # (rare: the values again, for the first bad one)
-            a = np.asarray(v).reshape(-1)
-            bad = a[(a != ignore) & ((a < (-s if negative else 0)) | (a >= s))]
-            if bad.size:
-                fail(int(bad[0]), k)
-            continue
-        if hi >= s:
-            fail(int(hi), k)
-        if lo < (-s if negative else 0):
-            fail(int(lo), k)
+        _check_range(k, v, s, lo, hi, fail, negative, ignore)
+
+
+def _check_range(k, v, s, lo, hi, fail, negative, ignore) -> None:
+    """``fail(bad value, k)`` where index array ``v``, whose extremes are ``lo`` and ``hi``, holds a value out of
+    range for size ``s``."""
+    if ignore is not None and (lo < 0 or hi >= s):   # (rare: the values again, for the first bad one)
+        a = np.asarray(v).reshape(-1)
+        bad = a[(a != ignore) & ((a < (-s if negative else 0)) | (a >= s))]
+        if bad.size:
+            fail(int(bad[0]), k)
+        return
+    if hi >= s:
+        fail(int(hi), k)
+    if lo < (-s if negative else 0):
+        fail(int(lo), k)
 
 
 def _out_of_bounds(idx, *, size, negative, ignore):
