@@ -118,6 +118,78 @@ def numbers_on(numbers: list, dev) -> list:
     return out
 
 
+class Numbers:
+    """How a compiled step's executable takes its Python numbers: one array per kind of number -- its dtype
+    and weak type, as jit makes them of each number (``numbers_on``) -- not one argument per number. Each
+    argument costs the executable's call ~1 us on a CPU host; an Adam step passes 7 numbers. ``slots``: per
+    number, (its kind's position, its position in that kind's array); ``kinds``: per kind, (dtype, weak,
+    count). The executable reads each number back as the 0-d value jit would have made of it (``unpack``), so
+    it computes what it did from separate arguments."""
+
+    __slots__ = ("kinds", "slots")
+
+    def __init__(self, kinds: tuple, slots: tuple) -> None:
+        self.kinds, self.slots = kinds, slots
+
+    def pack(self, numbers: list, dev) -> tuple:
+        """The arrays this layout takes ``numbers`` as, on the jax.Device ``dev`` (None: numpy arrays, for
+        jit to place), made once per set of values: a step's numbers seldom change."""
+        if not self.kinds:
+            return ()
+        key = (dev, self, *numbers)
+        if 0 in numbers:   # -0.0 == 0.0 (and hashes alike): zeros' signs tell the two apart
+            key += tuple([repr(s) for s in numbers if s == 0])
+        got = _PACKED.get(key)
+        if got is None:
+            got = self._put(numbers, dev)
+            if len(_PACKED) >= 256:
+                _PACKED.clear()
+            _PACKED[key] = got
+        return got
+
+    @_x64.wrap
+    def _put(self, numbers: list, dev) -> tuple:
+        import numpy as np
+        cols = [[] for _ in self.kinds]
+        for s, (k, _) in zip(numbers, self.slots):
+            cols[k].append(s)
+        host = [np.asarray(c, dtype) for c, (dtype, _, _) in zip(cols, self.kinds)]
+        return tuple(host) if dev is None else tuple(jax.device_put(host, dev))
+
+    def unpack(self, packed) -> list:
+        """Inside the executable's trace: the numbers as 0-d values, weak-typed where jit's are."""
+        from jax._src.lax.lax import _convert_element_type
+        out = []
+        for k, i in self.slots:
+            dtype, weak, _ = self.kinds[k]
+            v = packed[k][i]
+            out.append(_convert_element_type(v, dtype, weak_type=True) if weak else v)
+        return out
+
+
+_PACKED: dict = {}    # (jax.Device, Numbers, numbers..., repr of zeros) -> its arrays there (Numbers.pack)
+_LAYOUTS: dict = {}   # the numbers' types -> their Numbers
+
+
+@_x64.wrap
+def number_layout(numbers: list) -> Numbers:
+    """The :class:`Numbers` of a step passing ``numbers`` (one object per sequence of types)."""
+    types = tuple(map(type, numbers))
+    got = _LAYOUTS.get(types)
+    if got is None:
+        kinds, slots = {}, []
+        for s in numbers:
+            a = jax.numpy.asarray(s)   # (what jit makes of the number: its dtype, and weak type)
+            kind = (a.dtype, bool(getattr(a, "weak_type", False)))
+            k = kinds.setdefault(kind, [len(kinds), 0])
+            slots.append((k[0], k[1]))
+            k[1] += 1
+        if len(_LAYOUTS) >= 1024:
+            _LAYOUTS.clear()
+        got = _LAYOUTS[types] = Numbers(tuple((d, w, n) for (d, w), (_, n) in kinds.items()), tuple(slots))
+    return got
+
+
 def default_on_cpu() -> bool:
     """Whether new arrays land on a CPU device (JAX's default device). There an array made in numpy and
     copied in costs a memcpy, while an eager ``jnp`` op compiles an XLA kernel for every new shape

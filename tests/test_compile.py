@@ -535,6 +535,55 @@ def test_python_numbers_reach_the_executable_as_device_arrays_made_once():
     assert all(a is b for a, b in zip(numbers_on(nums, dev), got)) and numbers_on(nums, None) is nums
 
 
+def test_a_steps_numbers_reach_its_executable_as_one_array_per_kind():
+    """``Numbers``: an executable takes its Python numbers as one array per kind (dtype and weak type), each
+    read back inside it as the value jit makes of the number alone -- its dtype, weak type, value and the sign
+    of a zero -- and the arrays are made once per set of values."""
+    from dynajax._device import number_layout
+    from dynajax._dtype import x64
+    nums = [0.1, -0.0, 3, True, np.float32(0.5), 0.0, 2.5, False, -7]
+    layout = number_layout(nums)
+    assert [(np.dtype(d).name, w, n) for d, w, n in layout.kinds] == [
+        ("float64", True, 4), ("int64", True, 2), ("bool", False, 2), ("float32", False, 1)]
+    dev = jax.devices()[0]
+    with x64():
+        packed = layout.pack(nums, dev)
+        got = jax.jit(layout.unpack)(packed)
+        want = [jax.numpy.asarray(n) for n in nums]
+    assert len(packed) == 4 and layout.pack(nums, dev) is packed
+    for n, g, w in zip(nums, got, want):
+        assert (g.dtype, g.weak_type) == (w.dtype, w.weak_type), n
+        assert np.asarray(g) == n and np.signbit(np.asarray(g)) == np.signbit(n), n
+    flipped = layout.pack([0.1, 0.0, 3, True, np.float32(0.5), -0.0, 2.5, False, -7], dev)
+    assert flipped is not packed and list(np.signbit(np.asarray(flipped[0]))) == [False, False, True, False]
+
+
+@pytest.mark.parametrize("kw", [{}, {"speculate": True}, {"replay": True}], ids=["default", "speculate", "replay"])
+def test_numbers_of_every_kind_give_eagers_results_recorded_and_replayed(kw):
+    """A step passing Python floats, ints, bools, a numpy float32 and a negative zero to ops computes eager's
+    values on every call, recorded, speculated or replayed; and, but under ``replay=True`` (whose contract
+    freezes them), with a number changed in a dict the step reads."""
+    x = dj.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    cfg = {"scale": 0.5}
+
+    def step(x):
+        y = x * cfg["scale"] + 3
+        y = y.clamp(min=-0.25, max=np.float32(2.5)) * -0.0 + y.pow(2)
+        return y.sum(dim=1, keepdim=True), (y > 1).sum(), y.masked_fill(y < 0.5, -7)
+
+    comp = dj.compile(step, **kw)
+    for i in range(8):
+        if i == 5 and "replay" not in kw:
+            cfg["scale"] = 0.25
+        want = [t.numpy() for t in step(x)]
+        got = [t.numpy() for t in comp(x)]
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=f"call {i}")
+    st = comp.stats
+    assert st.compiles == 1 and (kw == {"speculate": True} or st.replayed >= 3), st
+
+
 @pytest.mark.parametrize("kw", [{"speculate": False}, {"speculate": True}, {"replay": True}],
                          ids=["plain", "speculate", "replay"])
 def test_numbers_passed_as_arrays_keep_a_float16_steps_dtype_and_values(kw):

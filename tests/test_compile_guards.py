@@ -219,6 +219,23 @@ def test_optimizer_param_group_changes():
     _check(make)
 
 
+def test_a_param_group_changed_in_place_while_replayed():
+    """A group's ``params`` list and options changed in place (the group and the list stay the same objects,
+    which the optimizer's fingerprint keeps by identity) while calls skip the Python: eager's results."""
+    def make(c):
+        out = _plain(c, lambda m, x, y: F.cross_entropy(m(x), y), opt_kw={"lr": 0.1})
+        g = out[2].param_groups[0]
+
+        def between(i):
+            if i == 5:
+                g["params"].pop()
+            if i == 8:
+                g["nesterov"], g["momentum"] = False, 0.5
+        return out[:3] + (between,)
+    step = _check(make)
+    assert step.stats.replayed >= 4
+
+
 def test_train_and_eval_switches():
     def make(c):
         out = _plain(c, lambda m, x, y: F.cross_entropy(m(x), y), dropout=0.3)

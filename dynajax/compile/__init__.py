@@ -54,7 +54,7 @@ from . import bucketing as _bucketing, cache as _compile_cache, checks as _check
 from . import guards as _guards
 from .. import _deferred
 from .speculate import Speculator
-from .._device import STEP_COMPILER_OPTIONS, numbers_on
+from .._device import STEP_COMPILER_OPTIONS, number_layout
 from .._dtype import x64 as _x64
 from .capture import Capture, Sym, run_graph
 from .._tensor import Tensor
@@ -94,7 +94,7 @@ class CompileStats:
 class _Plan:
     """What one recording computes and where its results go."""
 
-    __slots__ = ("key", "eqns", "in_vars", "nvars", "outs", "targets", "donate", "device")
+    __slots__ = ("key", "eqns", "in_vars", "nvars", "outs", "targets", "donate", "device", "numbers")
 
 
 class Compiled:
@@ -244,7 +244,7 @@ class Compiled:
                 _unshare(cap, plan.donate)
                 if first:   # a copy kernel _unshare loaded from the disk cache is no executable of this step
                     st.cache_loads -= _compile_cache.loads() - loads
-            outs = exe(*_split_donated(cap.inputs, plan.donate), numbers_on(cap.scalars, plan.device))
+            outs = exe(*_split_donated(cap.inputs, plan.donate), plan.numbers.pack(cap.scalars, plan.device))
         except BaseException:
             _restore(cap)
             raise
@@ -267,7 +267,7 @@ class Compiled:
         vals, scalars = got
         spec = self._speculator   # a prediction made before this call's writes would only miss, and its
         spec.next = spec.last_out = None   # readiness probe (an output array) would hold a donated array
-        outs = e.exe(*_replay.split(e, vals, jnp.copy), numbers_on(scalars, e.device))
+        outs = e.exe(*_replay.split(e, vals, jnp.copy), e.numbers.pack(scalars, e.device))
         made = _replay.write_back(e, vals, outs, args, kwargs)
         st = self.stats
         st.cache_hits += 1
@@ -315,7 +315,7 @@ class Compiled:
         st.rolled_loops += len(self.last_loops)
         st.compiled_ops = len(eqns)
         st.compiled_outputs = len(plan.outs)
-        run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate)
+        run = functools.partial(_run_split, eqns, plan.in_vars, nvars, plan.outs, donate, plan.numbers)
         # inputs placed on one device: jit keys its own cache on which arguments are committed, and the
         # step's state turns committed after the first call (its arrays are then outputs), which would
         # compile every executable twice
@@ -357,7 +357,7 @@ class Compiled:
             self.kept = True
             return exe
         # (the arguments the first call passes, as ``_call`` passes them: lowering reads only their types)
-        lowered = exe.lower(*_split_donated(cap.inputs, plan.donate), numbers_on(cap.scalars, plan.device))
+        lowered = exe.lower(*_split_donated(cap.inputs, plan.donate), plan.numbers.pack(cap.scalars, plan.device))
         compiled, secs, fresh, self.kept = _compile_cache.compile_and_keep(key, lowered)
         self.built_secs = secs if fresh else None   # (loaded from JAX's cache: priced as a load)
         return compiled
@@ -402,16 +402,17 @@ class Compiled:
         plan.outs = tuple(outs)
         plan.targets = list(targets.values())
         plan.donate = donate
-        # where the executable's Python numbers are passed as arrays (``numbers_on``; a mesh's layout passes them
-        # as they are)
+        # where the executable's Python numbers are passed as arrays (a mesh's layout passes numpy arrays), and
+        # how (``Numbers``: one array per kind)
         plan.device = cap.device() if self.layout is None else None
+        plan.numbers = number_layout(cap.scalars)
         plan.key = (tuple(cap.in_avals), tuple([type(s) for s in cap.scalars]), tuple(cap.keys), plan.outs, donate)
         return plan
 
     # ------------------------------------------------------------ verify
     def _check(self, plan: _Plan, cap: Capture, exe) -> None:
         """Compare the executable's results with the eager values the step just computed."""
-        outs = exe(*_split_donated(cap.inputs, ()), cap.scalars)
+        outs = exe(*_split_donated(cap.inputs, ()), plan.numbers.pack(cap.scalars, None))
         for obj, var, kind in plan.targets:
             if var not in plan.outs:
                 continue
@@ -623,9 +624,9 @@ def _sharded_layout(mesh, data_axis, param_sharding, verify: bool, cache_size: i
     return Layout(mesh, data_axis, param_sharding, cache_size)
 
 
-def _run_split(eqns, in_vars, nvars, outs, donate, donated, kept, scalars):
+def _run_split(eqns, in_vars, nvars, outs, donate, numbers, donated, kept, packed):
     inputs = _merge_donated(donated, kept, donate, len(in_vars))
-    return run_graph(eqns, in_vars, nvars, outs, inputs, scalars)
+    return run_graph(eqns, in_vars, nvars, outs, inputs, numbers.unpack(packed))
 
 
 def _split_donated(inputs: list, donate: tuple):

@@ -57,7 +57,7 @@ class _Entry:
 
     __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys",
                  "calls", "key", "modules", "flags", "epoch", "donate", "kept", "checks", "py", "avals", "exact",
-                 "host", "host_ok")
+                 "host", "host_ok", "numbers")
 
 
 class Replayer:
@@ -302,7 +302,7 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
         else:   # a tensor from before the step, or one the step made and stored (updated in place)
             writes.append(("value", obj) + where)
     e = _Entry()
-    e.exe, e.device, e.src, e.key = exe, plan.device, src, plan.key   # (not the plan: its targets are
+    e.exe, e.device, e.numbers, e.src, e.key = exe, plan.device, plan.numbers, src, plan.key   # (not the plan: its targets are
     # the recording's tensors, its arguments among them)
     e.scalars, e.recipes = list(cap.scalars), cap.scalar_src
     e.tree, e.leaves, e.calls = tree, spec, 0

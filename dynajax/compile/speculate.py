@@ -39,7 +39,7 @@ import weakref
 import jax
 
 from .capture import _array_type, is_array
-from .._device import STEP_COMPILER_OPTIONS, numbers_on
+from .._device import STEP_COMPILER_OPTIONS
 from .._tensor import Tensor
 from ..lower import _tree_flatten
 from ..ops.dispatch import Pick
@@ -53,7 +53,7 @@ TRIAL = 24               # calls of each kind, alternated, that decide whether s
 
 
 class _Prediction:
-    __slots__ = ("base", "exe", "src", "scalars", "recipes", "donate", "device")
+    __slots__ = ("base", "exe", "src", "scalars", "recipes", "donate", "device", "numbers")
 
 
 class _KeyState:
@@ -112,7 +112,7 @@ class Speculator:
         if scalars is None:
             return None
         try:
-            outs = p.exe(*split(vals, p.donate), numbers_on(scalars, p.device))
+            outs = p.exe(*split(vals, p.donate), p.numbers.pack(scalars, p.device))
         except Exception:   # whatever it was, the recorded call will meet it (or not) and say so
             return None
         return p, vals, scalars, outs
@@ -188,7 +188,7 @@ class Speculator:
             return
         p = _Prediction()
         p.base, p.exe, p.src, p.scalars, p.donate = exe, ks.twin, src, list(cap.scalars), plan.donate
-        p.recipes, p.device = cap.scalar_src, plan.device
+        p.recipes, p.device, p.numbers = cap.scalar_src, plan.device, plan.numbers
         self.next = p
 
     def forget(self) -> None:
