@@ -478,10 +478,11 @@ def test_a_state_made_on_the_inputs_device_is_recorded_so_the_step_speculates():
     _assert_same(eager, comp, rtol=1e-4, atol=1e-5)
     st = comp[2].stats
     assert st.compiles == 1 and st.speculated == 6 and st.speculation_misses == 0, st
-    # the executable's inputs: tokens, labels, parameters and Adam's state, not the (4, 8) first state (and
-    # no index-check flag: the tokens and labels, arguments in host memory, are checked on the host)
+    # the executable's inputs: tokens, labels, parameters and Adam's state (one step array, which the 7 step
+    # tensors share), not the (4, 8) first state (and no index-check flag: the tokens and labels, arguments in
+    # host memory, are checked on the host)
     key, = comp[2]._cache
-    assert [shape for shape, _ in key[0]].count((4, 8)) == 0 and len(key[0]) == 2 + 7 * 4
+    assert [shape for shape, _ in key[0]].count((4, 8)) == 0 and len(key[0]) == 2 + 7 * 3 + 1
 
 
 _MADE = {   # tensors made from Python values in a step, the PyTorch way: lib is dynajax or torch

@@ -236,6 +236,30 @@ def test_a_param_group_changed_in_place_while_replayed():
     assert step.stats.replayed >= 4
 
 
+def test_an_optimizer_step_counter_changed_on_its_own_while_replayed():
+    """Adam's step counters share one array, which a replayed call reads once for all of them: a counter set on
+    its own between calls (the others still sharing theirs) sends that call to be recorded, and every call
+    gives eager's results."""
+    def make(c):
+        model = _model()
+        opt = dj.optim.Adam(model.parameters(), lr=0.05)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        def between(i):
+            if i == 5:
+                with dj.no_grad():
+                    opt.state[model[2].weight]["step"].fill_(30.0)
+        return (dj.compile(step) if c else step), model, opt, between
+    step = _check(make)
+    assert step.stats.replayed >= 4
+
+
 def test_train_and_eval_switches():
     def make(c):
         out = _plain(c, lambda m, x, y: F.cross_entropy(m(x), y), dropout=0.3)

@@ -182,6 +182,49 @@ def test_state_dict_round_trip_continues_identically():
     assert_close(o3.state[o3.param_groups[0]["params"][0]]["exp_avg"], ot.state_dict()["state"][0]["exp_avg"])
 
 
+STEPPED = [("Adam", {"lr": 0.01}), ("AdamW", {"lr": 0.01, "amsgrad": True}), ("RMSprop", {"lr": 0.01}),
+           ("Adagrad", {"lr": 0.1, "lr_decay": 0.01}), ("Adadelta", {"lr": 1.0}), ("Adamax", {"lr": 0.01}),
+           ("NAdam", {"lr": 0.01}), ("RAdam", {"lr": 0.01})]
+
+
+@pytest.mark.parametrize("name,kwargs", STEPPED, ids=[n for n, _ in STEPPED])
+def test_step_counters_share_one_array_until_one_is_changed_like_torch(name, kwargs):
+    """A group's step counters hold one array while they count alike (a fused update reads and writes it once),
+    each its own tensor as in PyTorch: one counter set on its own parts from the others, and the updates match
+    torch's before and after; a loaded state dict's equal counters share one array again."""
+    libs = {}
+    for lib, make in ((dj, getattr(optim, name)), (torch, getattr(torch.optim, name))):
+        params = [(dj.tensor(p, requires_grad=True) if lib is dj else torch.tensor(p, requires_grad=True))
+                  for p in P0]
+        libs[lib] = params, make(params, **kwargs)
+    ps, opt = libs[dj]
+    for i, gs in enumerate(GRADS[:12]):
+        if i == 3:
+            steps = [opt.state[p]["step"] for p in ps]
+            assert steps[0] is not steps[1] and steps[0]._v is steps[1]._v
+        if i == 6:   # one counter set on its own (as a resumed or surgically edited state would)
+            for lib, (params, o) in libs.items():
+                with (torch.no_grad() if lib is torch else dj.no_grad()):
+                    o.state[params[1]]["step"].fill_(40.0)
+        for lib, (params, o) in libs.items():
+            for p, g in zip(params, gs):
+                p.grad = dj.tensor(g) if lib is dj else torch.tensor(g)
+            o.step()
+        for a, b in zip(*(libs[lib][0] for lib in (dj, torch))):
+            assert_close(a, b, rtol=1e-5, atol=1e-6)
+        assert [float(opt.state[p]["step"]) for p in ps] == [float(libs[torch][1].state[p]["step"])
+                                                             for p in libs[torch][0]]
+    assert opt.state[ps[0]]["step"]._v is not opt.state[ps[1]]["step"]._v
+    fresh = [dj.tensor(p, requires_grad=True) for p in P0]
+    loaded = getattr(optim, name)(fresh, **kwargs)
+    tstate = libs[torch][1].state_dict()
+    for k in tstate["state"]:
+        tstate["state"][k]["step"] = torch.tensor(7.0)
+    loaded.load_state_dict(tstate)
+    assert loaded.state[fresh[0]]["step"]._v is loaded.state[fresh[1]]["step"]._v
+    assert [float(loaded.state[p]["step"]) for p in fresh] == [7.0, 7.0]
+
+
 def test_zero_grad_add_param_group_and_errors():
     a, b = nn.Parameter(dj.ones(2)), nn.Parameter(dj.ones(2))
     opt = optim.SGD([a], lr=0.1)

@@ -133,6 +133,7 @@ class Capture:
         self.padding = None             # ``compile.padding.Padding`` of a padded call
         self.checks: list = []          # device checks of index values (``note_check``; ``compile.checks``)
         self.host_checks: list = []     # (input var, check) of index arguments checked on the host instead
+        self.read_via: list = []        # (tensor, tensor) pairs: an op read the first's value through the second
         self.check_report = None        # and their report (``compile.checks.finish``)
         self.check_gated = 0            # and the elements of the tensors gated on them
         self.grads_before: dict = {}    # id -> (tensor, the .grad it had) for grads reset to None (``dispatch.grad_reset``)
@@ -442,10 +443,17 @@ class Capture:
         _, syms = self._record_op(op, args, params)
         note = self.adopted.append
         for t, s in zip(written, syms):
-            note((t, t._value, t.grad, None))
-            t._value = s
-            t._vc[0] += 1
+            for x in t if type(t) is tuple else (t,):   # (a tuple: each of its tensors gets this output)
+                note((x, x._value, x.grad, None))
+                x._value = s
+                x._vc[0] += 1
         return True
+
+    def read_through(self, tensors, via: Tensor) -> None:
+        """An op reads the values of ``tensors`` through ``via``, which holds the same array (a fused update's
+        shared step, ``optim._fused``): a replayed call checks that they still hold its array
+        (``compile.replay``), and is recorded instead where one does not."""
+        self.read_via.extend([(t, via) for t in tensors])
 
     def _hook_dual(self, op, args, params):
         ins = [self.var_of(a) if isinstance(a, Tensor) else a for a in args]

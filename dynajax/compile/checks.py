@@ -313,12 +313,19 @@ def finish(cap) -> None:
     _, (after, rep) = cap._record(_report, _report, {}, [prior] + [c[0] for c in cap.checks])
     # tensors from before the step that it rebound, and what each held before (first record of each)
     seen, news, olds, owners = set(), [], [], []
+    pairs, twins = {}, []   # (new var, old var) -> its position in news; tensors sharing one (a shared step)
     grads = [(t, g) for t, g in cap.grads_before.values() if t._grad is not g]
     born = cap.born_ids
+    through = {id(t): via for t, via in cap.read_via}   # (read through another: that one's old value is theirs)
+    given = {}   # id -> the Sym an adopted tensor was given (its old value)
     for t, arr, grad, sym in cap.adopted:
         if id(t) in seen:
             continue
         seen.add(id(t))
+        if sym is not None:
+            given[id(t)] = sym
+        elif id(t) in through:
+            sym = given.get(id(through[id(t)]))
         # (a tensor the step made from concrete values and then updated -- the optimizer's first state -- is
         # gated too: a later call finds it made before the step, and its graph must be this one)
         if t._grad is not grad and id(t) not in cap.grads_before and id(t) not in born:
@@ -334,6 +341,10 @@ def finish(cap) -> None:
             av = aval_of(arr)
             sym = Sym(av[0], av[1], old, av)
         if v.idx == sym.idx or v.aval != sym.aval:   # (read only; or reshaped by ``.data =``: not gated)
+            continue
+        k = pairs.setdefault((v.idx, sym.idx), len(news))
+        if k < len(news):   # (the same new and old value as another tensor: the same gated value)
+            twins.append((t, k))
             continue
         news.append(v)
         olds.append(sym)
@@ -352,6 +363,8 @@ def finish(cap) -> None:
                 obj._value = s
             else:
                 obj._key = s
+        for t, k in twins:
+            t._value = gated[k]
     poison._value = after
     tensor = _make(rep)
     cap.born.append(weakref.ref(tensor))

@@ -57,7 +57,7 @@ class _Entry:
 
     __slots__ = ("exe", "device", "src", "scalars", "recipes", "tree", "leaves", "writes", "args", "grads", "keys",
                  "calls", "key", "modules", "flags", "epoch", "donate", "kept", "checks", "py", "avals", "exact",
-                 "host", "host_ok", "numbers")
+                 "host", "host_ok", "numbers", "via", "refs")
 
 
 class Replayer:
@@ -319,6 +319,16 @@ def _entry(plan, cap, exe, src, result, args, kwargs):
         return None
     e.host = tuple((ipos[var], check) for var, check in cap.host_checks)
     e.host_ok = [None] * len(e.host)
+    # tensors an op read through another holding the same array (``Capture.read_through``): each replayed call
+    # checks they still do, and a donated array they hold is not copied for them (``split``)
+    via = []
+    for t, through in cap.read_via:
+        k = next((k for k, (kind, ref) in enumerate(src) if kind == "t" and ref() is through), None)
+        if k is None:
+            return None
+        via.append((t, k))
+    e.via = tuple(via)
+    e.refs = tuple(4 + sum(k == i for _, k in via) for i in plan.donate)
     donated = set(plan.donate)
     e.kept = tuple(i for i in range(len(src)) if i not in donated)
     e.modules = list(cap.modules.values())
@@ -371,10 +381,11 @@ def split(e: _Entry, vals: list, copy) -> tuple:
     (or generator) and ``vals`` -- shared with a deepcopy, say -- is passed as ``copy(array)``: donating
     it would delete it under that holder."""
     donated = []
-    for i in e.donate:
+    for i, refs in zip(e.donate, e.refs):
         a = vals[i]
-        # references: the slot in vals, the source's attribute, ``a``, getrefcount's argument
-        if getrefcount(a) > 4:
+        # references: the slot in vals, the source's attribute, ``a``, getrefcount's argument (and the tensors
+        # read through the source, ``_Entry.via``)
+        if getrefcount(a) > refs:
             a = vals[i] = copy(a)
         donated.append(a)
     return donated, [vals[i] for i in e.kept]
@@ -389,6 +400,9 @@ def inputs(e: _Entry, args, kwargs):
         return None
     for v, exact, (shape, dtype) in zip(vals, e.exact, e.avals):   # a state tensor given another shape or
         if getattr(v, "aval", None) is not exact and (v.shape != shape or v.dtype != dtype):   # dtype: recorded
+            return None
+    for t, k in e.via:   # (one changed on its own since: its op reads it as itself again, recorded)
+        if t._v is not vals[k]:
             return None
     for j, (i, check) in enumerate(e.host):   # (a bad value raises the op's error: nothing has run yet)
         v = vals[i]

@@ -65,6 +65,17 @@ def _bias_corrections(t, b1, b2, lr):
     return -lr / (1 - b1 ** t), 1 / jnp.sqrt(1 - b2 ** t)
 
 
+def _outputs(out: list, n: int, shared_step: bool) -> tuple:
+    """A fused update's outputs: each parameter's new values, its new step last (``out``); with
+    ``shared_step`` (every parameter's step tensor held one array, passed as each one's step), that step once,
+    after all parameters' other values: the caller writes it into every step tensor, which keeps them sharing
+    one array (a compiled step then takes and returns one step array, not one per parameter)."""
+    if not shared_step:
+        return tuple(out)
+    k = len(out) // n
+    return tuple([x for i in range(n) for x in out[k * i:k * i + k - 1]]) + (out[k - 1],)
+
+
 def _adam_one(p, g, m, v, *rest, step, neg_step_size, inv_bc2_sqrt, c1, b2, c2, eps, wd, weight_decay):
     """One parameter's update; ``rest``: ``step`` or, for AMSGrad, ``v_max, step``; ``step``: the new step."""
     p, g = _decayed(p, g, wd, weight_decay)
@@ -76,7 +87,7 @@ def _adam_one(p, g, m, v, *rest, step, neg_step_size, inv_bc2_sqrt, c1, b2, c2, 
 
 
 @op("adam_update", nout=VARIADIC)
-def _adam(*args, n, weight_decay, amsgrad=False):
+def _adam(*args, n, weight_decay, amsgrad=False, shared_step=False):
     """Inputs: ``p, g, m, v, [v_max], step`` of each of the ``n`` parameters (``v_max``, the running maximum
     of ``v``, with ``amsgrad``), then ``c1, b1, b2, c2, lr, eps, wd``; outputs ``p, m, v, [v_max], step + 1``
     of each parameter. ``weight_decay``: "" (none), "l2" (added to the gradient) or "decoupled" (``wd`` is
@@ -95,7 +106,7 @@ def _adam(*args, n, weight_decay, amsgrad=False):
         out.extend(_adam_one(*args[k * i:k * i + k], step=_new_step(t, args, k, i),
                              neg_step_size=nss[i], inv_bc2_sqrt=inv_bc2[i], c1=c1, b2=b2,
                              c2=c2, eps=eps, wd=wd, weight_decay=weight_decay))
-    return tuple(out)
+    return _outputs(out, n, shared_step)
 
 
 @op("sgd_momentum_update", nout=VARIADIC)
@@ -120,7 +131,7 @@ def _sgd_momentum(*args, n, nesterov, l2, momentum=True):
 
 
 @op("rmsprop_update", nout=VARIADIC)
-def _rmsprop(*args, n, centered, momentum, l2):
+def _rmsprop(*args, n, centered, momentum, l2, shared_step=False):
     """Inputs: ``p, g, square_avg, [grad_avg], [momentum_buffer], step`` of each of the ``n`` parameters
     (``grad_avg`` if ``centered``, the buffer if ``momentum``), then ``alpha, c, eps, mu, neg_lr, wd``
     (``c = 1 - alpha``); outputs the new values of each input but ``g``, in that order (``step + 1``)."""
@@ -148,11 +159,11 @@ def _rmsprop(*args, n, centered, momentum, l2):
         else:
             p = p + (g / avg) * neg_lr
         out.extend((p, *new, step))
-    return tuple(out)
+    return _outputs(out, n, shared_step)
 
 
 @op("adagrad_update", nout=VARIADIC)
-def _adagrad(*args, n, l2):
+def _adagrad(*args, n, l2, shared_step=False):
     """Inputs: ``p, g, sum, step`` of each of the ``n`` parameters, then ``lr, lr_decay, eps, wd``; outputs
     ``p, sum, step + 1`` of each. The decayed rate ``lr / (1 + (t - 1) lr_decay)`` of each parameter's step
     ``t`` is computed from its step tensor, in float64 as PyTorch computes it on the host."""
@@ -166,11 +177,11 @@ def _adagrad(*args, n, l2):
             g = g + p * wd
         acc = acc + g * g
         out.extend((p + g / (jnp.sqrt(acc) + eps) * neg_clr[i].astype(p.dtype), acc, _new_step(t, args, 4, i)))
-    return tuple(out)
+    return _outputs(out, n, shared_step)
 
 
 @op("adadelta_update", nout=VARIADIC)
-def _adadelta(*args, n, l2):
+def _adadelta(*args, n, l2, shared_step=False):
     """Inputs: ``p, g, square_avg, acc_delta, step`` of each of the ``n`` parameters, then
     ``rho, c, eps, neg_lr, wd`` (``c = 1 - rho``); outputs ``p, square_avg, acc_delta, step + 1`` of each."""
     rho, c, eps, neg_lr, wd = args[5 * n:]
@@ -183,11 +194,11 @@ def _adadelta(*args, n, l2):
         delta = jnp.sqrt(acc + eps) / jnp.sqrt(sq + eps) * g
         acc = acc * rho + delta * delta * c
         out.extend((p + delta * neg_lr, sq, acc, step + 1))
-    return tuple(out)
+    return _outputs(out, n, shared_step)
 
 
 @op("adamax_update", nout=VARIADIC)
-def _adamax(*args, n, l2):
+def _adamax(*args, n, l2, shared_step=False):
     """Inputs: ``p, g, exp_avg, exp_inf, step`` of each of the ``n`` parameters, then ``c1, b1, b2, lr, eps,
     wd`` (``c1 = 1 - b1``); outputs ``p, exp_avg, exp_inf, step + 1`` of each. The step size
     ``lr / (1 - b1^t)`` comes from the step tensors (float64, as PyTorch's host number)."""
@@ -202,11 +213,11 @@ def _adamax(*args, n, l2):
         m = m + (g - m) * c1
         u = jnp.maximum(u * b2, jnp.abs(g) + eps)
         out.extend((p + (m / u) * neg_clr[i].astype(p.dtype), m, u, _new_step(t, args, 5, i)))
-    return tuple(out)
+    return _outputs(out, n, shared_step)
 
 
 @op("nadam_update", nout=VARIADIC)
-def _nadam(*args, n, weight_decay):
+def _nadam(*args, n, weight_decay, shared_step=False):
     """Inputs: ``p, g, exp_avg, exp_avg_sq, mu_product, step`` of each of the ``n`` parameters (``mu_product``
     0-d), then ``c1, b1, b2, c2, lr, eps, wd, momentum_decay``; outputs ``p, exp_avg, exp_avg_sq, mu_product,
     step + 1`` of each. The momentum schedule ``mu_t``, ``mu_{t+1}`` and the step sizes are computed from
@@ -230,11 +241,11 @@ def _nadam(*args, n, weight_decay):
         denom = jnp.sqrt(v / bc2[i].astype(p.dtype)) + eps
         p = p + (g / denom) * c_g
         out.extend((p + (m / denom) * c_m, m, v, prod, _new_step(t, args, 6, i)))
-    return tuple(out)
+    return _outputs(out, n, shared_step)
 
 
 @op("radam_update", nout=VARIADIC)
-def _radam(*args, n, weight_decay):
+def _radam(*args, n, weight_decay, shared_step=False):
     """Inputs: ``p, g, exp_avg, exp_avg_sq, step`` of each of the ``n`` parameters, then ``c1, b1, b2, c2, lr,
     eps, wd``; outputs ``p, exp_avg, exp_avg_sq, step + 1`` of each. The rectification, and whether it
     applies yet (``rho_t > 5``), come from the step tensors in float64, as PyTorch's host numbers and
@@ -257,7 +268,10 @@ def _radam(*args, n, weight_decay):
         rectified = m_hat_lr * (jnp.sqrt(bc2[i]).astype(dt) / (jnp.sqrt(v) + eps)) * rect[i].astype(dt)
         p = jnp.where(rho_t[i] > 5.0, p - rectified, p - m_hat_lr)
         out.extend((p, m, v, _new_step(t, args, 5, i)))
-    return tuple(out)
+    return _outputs(out, n, shared_step)
+
+
+_STEPPED = frozenset({_adam, _rmsprop, _adagrad, _adadelta, _adamax, _nadam, _radam})   # (each item's last: its step)
 
 
 def fusable(*tensors) -> bool:
@@ -324,25 +338,52 @@ def _fused_apply(fn, items: list, numbers, group, **params) -> None:
     ``dynajax.compile`` records, the outputs are recorded straight into those tensors
     (``Capture.update_in_place``), and each number carries how to read it again from ``group``
     (``compile.capture.scalar_recipes``: a speculative run passes the next call's numbers, a learning-rate
-    schedule's included)."""
+    schedule's included).
+
+    An update that counts steps (each item's last tensor its step tensor) of every parameter of its group
+    whose step tensors all hold one array -- as they do from their first step (``algorithms._update_fused``)
+    until one is changed on its own -- passes the first as every parameter's step and gets one new step back
+    (``shared_step``), written into all of them: they go on sharing one array, and a compiled step takes and
+    returns one step array instead of one per parameter (each is an argument and a result of the executable,
+    ~1 us each per call). An update of some of the group's parameters (others got no grad) is not shared:
+    their counts part from then on, and a step whose graph depends on which parameters it updates would
+    otherwise get a second executable for a graph first met while they were equal."""
+    steps = None
+    if fn in _STEPPED and 1 < len(items) == len(group.get("params", ())):
+        first = items[0][-1]._v
+        if all(item[-1]._v is first for item in items):
+            steps = [item[-1] for item in items]
+            items = [item[:-1] + (steps[0],) for item in items]
+            params["shared_step"] = True
     tensors = [t for item in items for t in item]
-    written = [t for item in items for t in item[:1] + item[2:]]
+    if steps is None:
+        written = [t for item in items for t in item[:1] + item[2:]]
+    else:
+        written = [t for item in items for t in item[:1] + item[2:-1]] + [tuple(steps)]
     nums = numbers(group)
     cap = current() if registry.record_creation else None
     if cap is None:   # eager (or verify's dual recording): an op, then a write per result
-        out = apply(fn, *tensors, *nums, **params)
-        for t, new in zip(written, out):
-            write(t, new)
+        _write_all(written, apply(fn, *tensors, *nums, **params))
         return
     n = len(tensors)
     source = functools.partial(numbers, group)
     with scalar_recipes({n + k: Pick(source, k) for k in range(len(nums))}):
+        if steps is not None:   # (the others' values are read through the first's: a replay checks they still are)
+            cap.read_through(steps[1:], steps[0])
         if cap.update_in_place(fn, (*tensors, *nums), params, written):
             return
         out = apply(fn, *tensors, *nums, **params)
-    for t, new in zip(written, out):
-        write(t, new)
+    _write_all(written, out)
 
+
+def _write_all(written: list, out) -> None:
+    """Write each result of a fused update into its tensor (a tuple of tensors: into each of them)."""
+    for t, new in zip(written, out):
+        if type(t) is tuple:
+            for x in t:
+                write(x, new)
+        else:
+            write(t, new)
 
 
 def adam_update(params, group):

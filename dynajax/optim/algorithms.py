@@ -2,7 +2,7 @@
 ``RMSprop``, ``Adagrad``, ``Adadelta``."""
 from __future__ import annotations
 
-from .._tensor import Tensor
+from .._tensor import Tensor, _make
 from ..ops.creation import full_like, state_zeros_like, tensor
 from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, float_valued, fusable,
                      nadam_update, radam_update, rmsprop_update, sgd_momentum_update)
@@ -40,8 +40,15 @@ def _update_fused(opt, items: list, group: dict, names: list, update, scalars: t
     the parameter), 0-d float states ``scalars`` and float step ``update`` (a fused op of ``_fused``) covers
     in one op; the others one by one (``opt._update``)."""
     fused = []
-    for p, grad, state in items:
+    zero = None   # the first new step counter of this update: the others made with it share its array (one
+    for p, grad, state in items:   # step array for the fused update to read and write, ``_fused._fused_apply``)
+        fresh = not state
         opt._init_state(p, state, group)
+        if fresh and "step" in state:
+            if zero is None:
+                zero = state["step"]
+            elif state["step"]._v is not zero._v:
+                state["step"] = _make(zero._v)
         kept = [state[k] for k in names]
         extra = [state[k] for k in scalars]
         extra.append(state["step"])
@@ -243,8 +250,9 @@ class Adagrad(Optimizer):
                                       maximize=maximize, differentiable=differentiable, fused=fused))
         _check_fused(fused, foreach, differentiable)
         for g in self.param_groups:
+            zero = tensor(0.0)   # (one array for the group's step counters, as ``_update_fused`` makes them)
             for p in g["params"]:
-                self.state[p]["step"] = tensor(0.0)
+                self.state[p]["step"] = _make(zero._v)
                 self.state[p]["sum"] = full_like(p, g["initial_accumulator_value"])
 
     def _update_group(self, items, group) -> None:   # (its state is made with the optimizer)

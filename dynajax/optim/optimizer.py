@@ -246,7 +246,24 @@ class Optimizer:
             for k in _FLAG_OPTIONS:
                 if k in self.defaults:
                     g.setdefault(k, self.defaults[k])
+            _share_steps([state[p] for p in params if p in state])
         self.state = state
+
+
+def _share_steps(states: list) -> None:
+    """Loaded step counters of one group that are equal 0-d tensors of one dtype and device are made to hold
+    one array, as the group's own updates keep them (``_fused._fused_apply``: one step array for a fused
+    update to read and write); each is still its own tensor."""
+    steps = [s.get("step") for s in states]
+    if len(steps) < 2 or not all(isinstance(t, Tensor) and t._base is None and t._v.shape == () for t in steps):
+        return
+    first = steps[0]._v
+    if any(t._v.dtype != first.dtype or t._v.devices() != first.devices() for t in steps):
+        return
+    values = np.asarray([np.asarray(t._v) for t in steps])   # (a load reads its values anyway)
+    if (values == values[0]).all():
+        for s in states:
+            s["step"] = _make(first)
 
 
 # options a PyTorch optimizer's __setstate__ fills in for state dicts saved before they existed
