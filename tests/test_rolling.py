@@ -10,12 +10,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from helpers import assert_close, train_step
 
 import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax.utils.data import BucketBatchSampler, pad_sequence
-from helpers import assert_close, train_step
 
 
 def _grads(model):
@@ -129,8 +129,9 @@ def test_a_loop_reading_x_colon_t_rolls_forward_and_backward_and_equals_torch():
 def test_a_bucket_that_is_another_inputs_size_pads_one_past_it():
     """Geometric buckets skip the sizes of the step's other inputs (a padded size must say which dims are
     padded): a length of 45 beside weights of sizes 64 and 128 pads to 65, not to 128 and then 256."""
-    from dynajax.compile.bucketing import declared
     import inspect
+
+    from dynajax.compile.bucketing import declared
 
     def f(x):
         return x
@@ -413,9 +414,9 @@ def _step_keys(compiled, *args) -> tuple:
 
 
 def test_a_loops_backward_is_recorded_by_the_tape_once_then_replayed(monkeypatch):
-    from dynajax.compile import capture as capture
-    from dynajax.compile import backward as cb
     from dynajax.autograd import engine
+    from dynajax.compile import backward as cb
+    from dynajax.compile import capture as capture
     dj.manual_seed(0)
     cell, head = _HandWrittenGRUCell(3, 5), nn.Linear(5, 2)
     step = _cell_loop_step(cell, head)
@@ -522,3 +523,34 @@ def test_a_loop_over_positions_infers_the_slice_shape_once(monkeypatch):
     assert_close(got, want.item(), rtol=1e-5)
     assert_close(gw, tw.grad.numpy(), rtol=1e-5)
     assert inferred["_index_impl"] <= 2 and inferred["_index_backward"] <= 2, inferred
+
+
+@pytest.mark.parametrize("live", [[0, 1, 1, 0, 0], [1, 1, 0, 0, 0], [0, 0, 0, 1, 1], [0, 0, 0, 0, 0], [1, 0, 1, 0, 1]],
+                         ids=["middle", "prefix", "suffix", "none", "gaps"])
+def test_a_gated_loop_runs_its_gated_ops_only_where_live(live):
+    """A rolled loop over a padded length (``rolling._run_loop`` with ``gated`` eqns) runs them only at its live
+    iterations: there their carries advance and their rows are stacked; elsewhere their carries pass on (and
+    stack their last value) and their other rows are zeros, while the ungated eqns run at every iteration.
+    Checked against the loop written out, wherever the live iterations are (``_live_span_loop`` runs those
+    before the first live one and after the last without the cond)."""
+    import jax.numpy as jnp
+
+    from dynajax.compile.rolling import _run_loop
+    body = (
+        (lambda c: c + 1.0, {}, (("carry", (0, 0)),), 1),                  # ungated: a counter
+        (lambda a, n, x: a + n * x, {}, (("carry", (1, 0)), ("int", (0, 0)), ("xs", 0)), 1),   # gated
+        (lambda a: a * 2.0, {}, (("int", (1, 0)),), 1),                    # gated, stacked only
+    )
+    xs = np.arange(1.0, 6.0)
+    got = _run_loop(jnp.float32(0.0), jnp.float32(10.0), jnp.asarray(xs, jnp.float32),
+                    jnp.asarray(np.array(live, bool)), body=body, carry=((0, 0), (1, 0)), ncarry=2, nconst=0,
+                    ys=((0, 0), (1, 0), (2, 0)), length=5, ngroups=1, gated=(1, 2))
+    count, acc, rows = 0.0, 10.0, []
+    for on, x in zip(live, xs):
+        count += 1
+        if on:
+            acc += count * x
+        rows.append((count, acc, 2 * acc if on else 0.0))
+    np.testing.assert_array_equal([float(g) for g in got[:2]], [count, acc])
+    for k in range(3):
+        np.testing.assert_array_equal(np.asarray(got[2 + k]), [r[k] for r in rows])

@@ -543,9 +543,20 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=Non
         env.update(zip(made, jax.lax.cond(on, on_branch, off_branch, c, x, env)))
         return tuple(env[rel] for rel in carry), tuple(env[rel] for rel in ys)
 
+    def off_step(c, x):   # (``gated_step`` of an iteration that does not run its gated eqns, without the cond)
+        env = run(c, x, {}, [j for j in range(len(body)) if j not in gated])
+        shapes = jax.eval_shape(lambda c, x: gated_step(c, (True, x))[1], c, x)
+        out = []
+        for rel, sd in zip(ys, shapes):   # (as ``gated_step``'s off branch: a gated carry stacks its last value)
+            if rel[0] not in gated:
+                out.append(env[rel])
+            else:
+                out.append(c[carry.index(rel)] if rel in carry else jnp.zeros(sd.shape, sd.dtype))
+        return tuple(c[carry.index(rel)] if rel[0] in gated else env[rel] for rel in carry), tuple(out)
+
     try:
         if gated is not None:
-            final, stacked = jax.lax.scan(gated_step, tuple(init), (live, tuple(xs)), length=length)
+            final, stacked = _live_span_loop(gated_step, off_step, tuple(init), live, tuple(xs), length)
         else:
             final, stacked = jax.lax.scan(step, tuple(init), tuple(xs), length=length)
     except TypeError:  # a carry whose type the body changes (a weakly typed Python-float start): unroll
@@ -555,6 +566,31 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=Non
             rows.append(y)
         stacked = tuple(jnp.stack([r[i] for r in rows]) for i in range(len(ys)))
     return tuple(final) + tuple(stacked)
+
+
+def _live_span_loop(step, off, init: tuple, live, xs: tuple, length: int):
+    """``lax.scan(step, init, (live, xs))`` of a gated loop (``_run_loop``), as three loops over the iterations:
+    those before the first live one and after the last run ``off`` (what ``step`` computes where it is not
+    live, without its ``lax.cond``), those between run ``step``. The same results; a padded length's skipped
+    iterations then cost their few ungated ops, not a conditional each: on XLA:CPU a GRU LM step padded from
+    10 to 64 time steps spent ~70 us on each skipped (forward and backward) iteration."""
+    first = jax.tree_util.tree_map(lambda a: a[0], xs)
+    shapes = jax.eval_shape(lambda c, x: step(c, (True, x))[1], init, first)
+    bufs = tuple(jnp.zeros((length,) + tuple(sd.shape), sd.dtype) for sd in shapes)
+    any_live = live.any()
+    lo = jnp.where(any_live, jnp.argmax(live), 0)
+    hi = jnp.where(any_live, length - jnp.argmax(live[::-1]), 0)
+
+    def over(fn, with_flag):
+        def body(i, state):
+            c, out = state
+            x = tuple(a[i] for a in xs)
+            c, y = fn(c, (live[i], x)) if with_flag else fn(c, x)
+            return c, tuple(jax.lax.dynamic_update_index_in_dim(b, r, i, 0) for b, r in zip(out, y))
+        return body
+    state = jax.lax.fori_loop(0, lo, over(off, False), (init, bufs))
+    state = jax.lax.fori_loop(lo, hi, over(step, True), state)
+    return jax.lax.fori_loop(hi, length, over(off, False), state)
 
 
 def _at(x, t, *, axis):
