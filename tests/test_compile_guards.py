@@ -59,9 +59,9 @@ def _check(make, expect_replays=True):
     return step
 
 
-def _plain(compiled, body, between=lambda i: None, opt_kw=None, dropout=0.0):
+def _plain(compiled, body, between=lambda i: None, opt_kw=None, dropout=0.0, opt_cls=dj.optim.SGD):
     model = _model(dropout)
-    opt = dj.optim.SGD(model.parameters(), **(opt_kw or {"lr": 0.1, "momentum": 0.9}))
+    opt = opt_cls(model.parameters(), **(opt_kw or {"lr": 0.1, "momentum": 0.9}))
 
     def step(x, y):
         opt.zero_grad()
@@ -241,21 +241,14 @@ def test_an_optimizer_step_counter_changed_on_its_own_while_replayed():
     its own between calls (the others still sharing theirs) sends that call to be recorded, and every call
     gives eager's results."""
     def make(c):
-        model = _model()
-        opt = dj.optim.Adam(model.parameters(), lr=0.05)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step, model, opt, _ = _plain(c, lambda m, x, y: F.cross_entropy(m(x), y), opt_kw={"lr": 0.05},
+                                     opt_cls=dj.optim.Adam)
 
         def between(i):
             if i == 5:
                 with dj.no_grad():
                     opt.state[model[2].weight]["step"].fill_(30.0)
-        return (dj.compile(step) if c else step), model, opt, between
+        return step, model, opt, between
     step = _check(make)
     assert step.stats.replayed >= 4
 
