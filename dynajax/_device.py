@@ -90,41 +90,14 @@ def names(dev, jdev) -> bool:
     return hit
 
 
-_NUMBERS: dict = {}   # (jax.Device, type, value, repr of a zero) -> its array there (numbers_on)
-
-
-@_x64.wrap
-def numbers_on(numbers: list, dev) -> list:
-    """The Python numbers a compiled step's executable takes, as arrays on the jax.Device ``dev`` made once per
-    value (``dev`` None: as they are). A jit call copies every Python number it is passed to the device, and a
-    step's numbers (an optimizer's hyperparameters, a loss's scale) seldom change: measured on an H200, a jit
-    call passed 7 Python floats took 0.27 ms, passed the same as device arrays 0.07 ms; the 784-512-512-10
-    MLP's replayed Adam step went 0.49 -> 0.32 ms (hand-written jax.jit: 0.24). Each array is what jit makes
-    of the number (``device_put`` of a Python float is a weak-typed float64, of a numpy scalar a strong one of
-    its dtype), so the executable computes what it did, from the same trace and compiled program (jit only
-    adds a fast-path entry for the new argument types)."""
-    if dev is None:
-        return numbers
-    out = []
-    for s in numbers:
-        # -0.0 == 0.0 (and hashes alike): a zero's key tells the two apart
-        k = (dev, type(s), s, repr(s) if s == 0 else None)
-        a = _NUMBERS.get(k)
-        if a is None:
-            if len(_NUMBERS) >= 1024:
-                _NUMBERS.clear()
-            a = _NUMBERS[k] = jax.device_put(s, dev)
-        out.append(a)
-    return out
-
-
 class Numbers:
-    """How a compiled step's executable takes its Python numbers: one array per kind of number -- its dtype
-    and weak type, as jit makes them of each number (``numbers_on``) -- not one argument per number. Each
-    argument costs the executable's call ~1 us on a CPU host; an Adam step passes 7 numbers. ``slots``: per
-    number, (its kind's position, its position in that kind's array); ``kinds``: per kind, (dtype, weak,
-    count). The executable reads each number back as the 0-d value jit would have made of it (``unpack``), so
-    it computes what it did from separate arguments."""
+    """How a compiled step's executable takes its Python numbers: as device arrays made once per set of values,
+    one array per kind of number -- its dtype and weak type, as jit makes them of each number -- not one
+    argument per number. A jit call copies every Python number it is passed to the device (measured on an
+    H200: 7 Python floats took a call 0.27 ms, as device arrays 0.07 ms), and each argument costs the call ~1 us
+    on a CPU host; an Adam step passes 7 numbers. ``slots``: per number, (its kind's position, its position in
+    that kind's array); ``kinds``: per kind, (dtype, weak, count). The executable reads each number back as
+    the 0-d value jit would have made of it (``unpack``), so it computes what separate arguments did."""
 
     __slots__ = ("kinds", "slots")
 

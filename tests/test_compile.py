@@ -521,42 +521,32 @@ def test_tensors_made_from_python_values_in_a_step_are_recorded_and_equal_eagers
     assert len(key[0]) == 1 and comp.stats.speculated == 2   # the executable reads x alone
 
 
-def test_python_numbers_reach_the_executable_as_device_arrays_made_once():
-    """``numbers_on``: each Python number an executable takes becomes an array on its device once per value
-    (a jit call copies every Python number to the device: 0.2 ms a call for Adam's 7 on an H200), typed as
-    jit types the number (a Python float weakly, a numpy scalar strongly), -0.0 apart from 0.0."""
-    from dynajax._device import numbers_on
-    dev = jax.devices()[0]
-    nums = [0.1, -0.0, 0.0, np.float32(0.5), 2, 0.1]
-    got = numbers_on(nums, dev)
-    assert [float(a) for a in got] == [float(n) for n in nums] and got[0] is got[5]
-    assert np.signbit(np.asarray(got[1])) and not np.signbit(np.asarray(got[2]))
-    assert [(a.dtype, a.weak_type) for a in got[:5]] == [
-        (np.float64, True), (np.float64, True), (np.float64, True), (np.float32, False), (np.int64, True)]
-    assert all(a is b for a, b in zip(numbers_on(nums, dev), got)) and numbers_on(nums, None) is nums
-
-
-def test_a_steps_numbers_reach_its_executable_as_one_array_per_kind():
-    """``Numbers``: an executable takes its Python numbers as one array per kind (dtype and weak type), each
-    read back inside it as the value jit makes of the number alone -- its dtype, weak type, value and the sign
-    of a zero -- and the arrays are made once per set of values."""
+def test_a_steps_numbers_reach_its_executable_as_device_arrays_made_once_per_kind():
+    """``Numbers``: an executable takes its Python numbers as device arrays made once per set of values (a jit
+    call copies every Python number it is passed to the device: 0.2 ms a call for Adam's 7 on an H200), one
+    array per kind (dtype and weak type), each read back inside it as the value jit makes of the number alone
+    -- its dtype (a Python float weakly typed, a numpy scalar strongly), value and the sign of a zero, -0.0
+    apart from 0.0."""
     from dynajax._device import number_layout
     from dynajax._dtype import x64
-    nums = [0.1, -0.0, 3, True, np.float32(0.5), 0.0, 2.5, False, -7]
+    nums = [0.1, -0.0, 3, True, np.float32(0.5), 0.0, 2.5, False, -7, 0.1]
     layout = number_layout(nums)
     assert [(np.dtype(d).name, w, n) for d, w, n in layout.kinds] == [
-        ("float64", True, 4), ("int64", True, 2), ("bool", False, 2), ("float32", False, 1)]
+        ("float64", True, 5), ("int64", True, 2), ("bool", False, 2), ("float32", False, 1)]
     dev = jax.devices()[0]
     with x64():
         packed = layout.pack(nums, dev)
         got = jax.jit(layout.unpack)(packed)
         want = [jax.numpy.asarray(n) for n in nums]
-    assert len(packed) == 4 and layout.pack(nums, dev) is packed
+    assert len(packed) == 4 and all(isinstance(a, jax.Array) for a in packed)
+    assert layout.pack(nums, dev) is packed and number_layout(list(nums)) is layout
     for n, g, w in zip(nums, got, want):
         assert (g.dtype, g.weak_type) == (w.dtype, w.weak_type), n
         assert np.asarray(g) == n and np.signbit(np.asarray(g)) == np.signbit(n), n
-    flipped = layout.pack([0.1, 0.0, 3, True, np.float32(0.5), -0.0, 2.5, False, -7], dev)
-    assert flipped is not packed and list(np.signbit(np.asarray(flipped[0]))) == [False, False, True, False]
+    flipped = layout.pack([0.1, 0.0, 3, True, np.float32(0.5), -0.0, 2.5, False, -7, 0.1], dev)
+    assert flipped is not packed and list(np.signbit(np.asarray(flipped[0]))) == [False, False, True, False, False]
+    host = layout.pack(nums, None)   # (a mesh's layout: numpy arrays, which jit places)
+    assert all(type(a) is np.ndarray for a in host) and host[0].tolist() == [0.1, -0.0, 0.0, 2.5, 0.1]
 
 
 @pytest.mark.parametrize("kw", [{}, {"speculate": True}, {"replay": True}], ids=["default", "speculate", "replay"])

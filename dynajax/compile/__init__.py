@@ -56,7 +56,7 @@ from .. import _deferred
 from .speculate import Speculator
 from .._device import STEP_COMPILER_OPTIONS, number_layout
 from .._dtype import x64 as _x64
-from .capture import Capture, Sym, run_graph
+from .capture import Capture, Sym, run_packed
 from .._tensor import Tensor
 from .._lru import lru_get, lru_put  # noqa: F401
 from ..lower import _arg_names, _closure_names, _leaf_names, _tree_flatten
@@ -362,11 +362,12 @@ class Compiled:
         self.built_secs = secs if fresh else None   # (loaded from JAX's cache: priced as a load)
         return compiled
 
-    def _prefix_executable(self, key, eqns: list, cap: Capture):
-        """Executable computing one value of a partly recorded step (a graph break), cached by its key."""
+    def _prefix_executable(self, key, eqns: list, cap: Capture, numbers):
+        """Executable computing one value of a partly recorded step (a graph break), cached by its key; it
+        takes the step's numbers as ``numbers`` (a ``Numbers``) packs them."""
         return lru_get(self._prefix, key, self.cache_size,
-                       lambda: jax.jit(functools.partial(run_graph, eqns, list(cap.in_vars), cap.nvars, key[-1]),
-                                       compiler_options=STEP_COMPILER_OPTIONS))
+                       lambda: jax.jit(functools.partial(run_packed, eqns, list(cap.in_vars), cap.nvars, key[-1],
+                                                         numbers), compiler_options=STEP_COMPILER_OPTIONS))
 
     # ------------------------------------------------------------ planning
     def _plan(self, cap: Capture, result, args) -> _Plan:
@@ -625,8 +626,8 @@ def _sharded_layout(mesh, data_axis, param_sharding, verify: bool, cache_size: i
 
 
 def _run_split(eqns, in_vars, nvars, outs, donate, numbers, donated, kept, packed):
-    inputs = _merge_donated(donated, kept, donate, len(in_vars))
-    return run_graph(eqns, in_vars, nvars, outs, inputs, numbers.unpack(packed))
+    return run_packed(eqns, in_vars, nvars, outs, numbers, _merge_donated(donated, kept, donate, len(in_vars)),
+                      packed)
 
 
 def _split_donated(inputs: list, donate: tuple):

@@ -141,15 +141,17 @@ def pad_call(bound, dims_of: list, sizes: tuple, pad: dict | None = None):
         widths.setdefault(name, {})[d] = (n, b)
         grown[b] = max(grown.get(b, 0), n)   # also when n == b: the graph must not depend on it
     names, arrays, devices = [], [], []
-    default = True   # (all uncommitted, on the default device: each put as ``dynajax.tensor`` puts its array)
-    for name, grow in widths.items():
+    default, home = True, None   # (all uncommitted, on the default device: each put as ``dynajax.tensor`` puts
+    for name, grow in widths.items():   # its array)
         t = bound.arguments[name]
         if any(n != b for n, b in grow.values()):
             v = t.detach()._value
             names.append(name)
             arrays.append(_wrapped(np.asarray(v), grow))  # numpy: jnp.pad would compile a kernel per new length
             devices.append(next(iter(v.devices())))
-            default = default and not getattr(v, "committed", True) and devices[-1] == _device.default_jax_device()
+            if default and home is None:
+                home = _device.default_jax_device()
+            default = default and not getattr(v, "committed", True) and devices[-1] == home
     put = [_device.host_put(a) for a in arrays] if default else jax.device_put(arrays, devices)
     for name, a in zip(names, put):   # (else one transfer call for all of them)
         given = bound.arguments[name]

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from .. import _tensor, random
-from .._device import default_jax_device, numbers_on
+from .._device import default_jax_device, number_layout
 from .._tensor import Tensor, _make
 from ..autograd import grad_mode
 from ..ops import registry, views
@@ -556,10 +556,11 @@ class Capture:
             chain = self._chain(s.idx, skip_known=False)
             key = (tuple(self.in_avals), tuple(type(x) for x in self.scalars),
                    tuple(self.keys[k] for k in chain), tuple(self.eqns[k][2] for k in chain), (s.idx,))
-            exe = self.owner._prefix_executable(key, [self.eqns[k] for k in chain], self)
-            # (numbers as device arrays, as a whole step's executable takes them; a mesh's layout: as they are)
+            numbers = number_layout(self.scalars)   # (the key's number types: this executable's layout)
+            exe = self.owner._prefix_executable(key, [self.eqns[k] for k in chain], self, numbers)
+            # (numbers as device arrays, as a whole step's executable takes them; a mesh's layout: numpy arrays)
             dev = self.device() if getattr(self.owner, "layout", True) is None else None
-            got = self.known[s.idx] = exe(self.inputs, numbers_on(self.scalars, dev))[0]
+            got = self.known[s.idx] = exe(self.inputs, numbers.pack(self.scalars, dev))[0]
             return got
         env = self.known
         inputs = dict(zip(self.in_vars, self.inputs))
@@ -611,6 +612,11 @@ class Capture:
 
 
 _orig_next_key = random.Generator.next_key
+
+
+def run_packed(eqns, in_vars, nvars: int, outs, numbers, inputs, packed):
+    """``run_graph`` with the scalars as ``numbers`` (a ``_device.Numbers``) packed them, inside an executable."""
+    return run_graph(eqns, in_vars, nvars, outs, inputs, numbers.unpack(packed))
 
 
 def run_graph(eqns, in_vars, nvars: int, outs, inputs, scalars):

@@ -543,9 +543,8 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=Non
         env.update(zip(made, jax.lax.cond(on, on_branch, off_branch, c, x, env)))
         return tuple(env[rel] for rel in carry), tuple(env[rel] for rel in ys)
 
-    def off_step(c, x):   # (``gated_step`` of an iteration that does not run its gated eqns, without the cond)
-        env = run(c, x, {}, [j for j in range(len(body)) if j not in gated])
-        shapes = jax.eval_shape(lambda c, x: gated_step(c, (True, x))[1], c, x)
+    def off_step(c, x, shapes):   # (``gated_step`` where it does not run its gated eqns, without the cond;
+        env = run(c, x, {}, [j for j in range(len(body)) if j not in gated])   # ``shapes``: its rows')
         out = []
         for rel, sd in zip(ys, shapes):   # (as ``gated_step``'s off branch: a gated carry stacks its last value)
             if rel[0] not in gated:
@@ -571,7 +570,7 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=Non
 def _live_span_loop(step, off, init: tuple, live, xs: tuple, length: int):
     """``lax.scan(step, init, (live, xs))`` of a gated loop (``_run_loop``), as three loops over the iterations:
     those before the first live one and after the last run ``off`` (what ``step`` computes where it is not
-    live, without its ``lax.cond``), those between run ``step``. The same results; a padded length's skipped
+    live, without its ``lax.cond``; given the shapes of the rows ``step`` stacks), those between run ``step``. The same results; a padded length's skipped
     iterations then cost their few ungated ops, not a conditional each: on XLA:CPU a GRU LM step padded from
     10 to 64 time steps spent ~70 us on each skipped (forward and backward) iteration."""
     first = jax.tree_util.tree_map(lambda a: a[0], xs)
@@ -585,7 +584,7 @@ def _live_span_loop(step, off, init: tuple, live, xs: tuple, length: int):
         def body(i, state):
             c, out = state
             x = tuple(a[i] for a in xs)
-            c, y = fn(c, (live[i], x)) if with_flag else fn(c, x)
+            c, y = fn(c, (live[i], x)) if with_flag else fn(c, x, shapes)
             return c, tuple(jax.lax.dynamic_update_index_in_dim(b, r, i, 0) for b, r in zip(out, y))
         return body
     state = jax.lax.fori_loop(0, lo, over(off, False), (init, bufs))

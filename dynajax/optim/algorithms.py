@@ -2,11 +2,11 @@
 ``RMSprop``, ``Adagrad``, ``Adadelta``."""
 from __future__ import annotations
 
-from .._tensor import Tensor, _make
+from .._tensor import Tensor
 from ..ops.creation import full_like, state_zeros_like, tensor
 from ._fused import (adadelta_update, adagrad_update, adam_update, adamax_update, float_valued, fusable,
                      nadam_update, radam_update, rmsprop_update, sgd_momentum_update)
-from .optimizer import Optimizer, _rounds, set_
+from .optimizer import Optimizer, _rounds, new_step, set_
 
 
 def _check(lr, *, nan_ok: bool = False, **values) -> None:
@@ -40,15 +40,8 @@ def _update_fused(opt, items: list, group: dict, names: list, update, scalars: t
     the parameter), 0-d float states ``scalars`` and float step ``update`` (a fused op of ``_fused``) covers
     in one op; the others one by one (``opt._update``)."""
     fused = []
-    zero = None   # the first new step counter of this update: the others made with it share its array (one
-    for p, grad, state in items:   # step array for the fused update to read and write, ``_fused._fused_apply``)
-        fresh = not state
+    for p, grad, state in items:
         opt._init_state(p, state, group)
-        if fresh and "step" in state:
-            if zero is None:
-                zero = state["step"]
-            elif state["step"]._v is not zero._v:
-                state["step"] = _make(zero._v)
         kept = [state[k] for k in names]
         extra = [state[k] for k in scalars]
         extra.append(state["step"])
@@ -147,7 +140,7 @@ class Adam(Optimizer):
     @staticmethod
     def _init_state(p, state, group) -> None:
         if not state:
-            state["step"] = tensor(0.0)
+            state["step"] = new_step()
             state["exp_avg"] = state_zeros_like(p)
             state["exp_avg_sq"] = state_zeros_like(p)
             if group["amsgrad"]:
@@ -203,7 +196,7 @@ class RMSprop(Optimizer):
     @staticmethod
     def _init_state(p, state, group) -> None:
         if not state:
-            state["step"] = tensor(0.0)
+            state["step"] = new_step()
             state["square_avg"] = state_zeros_like(p)
             if group["momentum"] > 0:
                 state["momentum_buffer"] = state_zeros_like(p)
@@ -250,9 +243,8 @@ class Adagrad(Optimizer):
                                       maximize=maximize, differentiable=differentiable, fused=fused))
         _check_fused(fused, foreach, differentiable)
         for g in self.param_groups:
-            zero = tensor(0.0)   # (one array for the group's step counters, as ``_update_fused`` makes them)
             for p in g["params"]:
-                self.state[p]["step"] = _make(zero._v)
+                self.state[p]["step"] = new_step()
                 self.state[p]["sum"] = full_like(p, g["initial_accumulator_value"])
 
     def _update_group(self, items, group) -> None:   # (its state is made with the optimizer)
@@ -283,7 +275,7 @@ class Adadelta(Optimizer):
     @staticmethod
     def _init_state(p, state, group) -> None:
         if not state:
-            state["step"] = tensor(0.0)
+            state["step"] = new_step()
             state["square_avg"] = state_zeros_like(p)
             state["acc_delta"] = state_zeros_like(p)
 
@@ -315,7 +307,7 @@ class _AdamFamily(Optimizer):
 
     def _init_state(self, p, state, group) -> None:
         if not state:
-            state["step"] = tensor(0.0)
+            state["step"] = new_step()
             if "momentum_decay" in group:
                 state["mu_product"] = tensor(1.0)
             state["exp_avg"] = state_zeros_like(p)

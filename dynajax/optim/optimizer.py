@@ -173,10 +173,9 @@ class Optimizer:
     def _next_step(self, state: dict) -> tuple:
         """``(state['step'], the value it will have)`` for an update that writes the incremented step
         itself, exactly once (a fused update op): the host count follows the version counter."""
-        from ..ops.creation import tensor
         t = state.get("step")
         if t is None:
-            t = state["step"] = tensor(0.0)
+            t = state["step"] = new_step()
         known = self._mirror(t)
         return t, known[2] + (t._version - known[1]) + 1
 
@@ -248,6 +247,21 @@ class Optimizer:
                     g.setdefault(k, self.defaults[k])
             _share_steps([state[p] for p in params if p in state])
         self.state = state
+
+
+_STEP_ZEROS: dict = {}   # (dtype, devices) -> the array every new step counter there holds (``new_step``)
+
+
+def new_step() -> Tensor:
+    """A new step counter: a 0-d zero of the default dtype, as PyTorch's ``state['step']``. Counters made on
+    one device hold one array (immutable, and copied rather than donated while this table holds it:
+    ``compile._unshare``), so a group's counters start out sharing it, as its fused updates keep them
+    (``_fused._fused_apply``: one step array for the update to read and write); each is its own tensor."""
+    from ..ops.creation import tensor
+    t = tensor(0.0)
+    v = t._v
+    first = _STEP_ZEROS.setdefault((v.dtype, frozenset(v.devices())), v)
+    return t if first is v else _make(first)
 
 
 def _share_steps(states: list) -> None:
