@@ -554,3 +554,35 @@ def test_a_gated_loop_runs_its_gated_ops_only_where_live(live):
     np.testing.assert_array_equal([float(g) for g in got[:2]], [count, acc])
     for k in range(3):
         np.testing.assert_array_equal(np.asarray(got[2 + k]), [r[k] for r in rows])
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["scan", "gated"])
+def test_a_loop_reads_runs_of_rows_in_place_as_their_stack(gated):
+    """A rolled loop's per-iteration inputs made of runs of rows of arrays (``rolling._view``: a backward loop
+    reads the forward's states in reverse and then the initial state; ``e[:, t]`` reads along dim 1) are read in
+    place at each iteration: the same results as the loop over their stack, made by numpy."""
+    import jax.numpy as jnp
+
+    from dynajax.compile.rolling import _run_loop
+    rng = np.random.default_rng(0)
+    states = rng.standard_normal((6, 2, 3)).astype(np.float32)   # a forward loop's stacked states
+    h0 = rng.standard_normal((2, 3)).astype(np.float32)
+    e = rng.standard_normal((2, 9, 3)).astype(np.float32)        # read along dim 1, from position 7 down
+    body = ((lambda c, a, b: c * 0.5 + a * b, {}, (("carry", (0, 0)), ("xs", 0), ("xs", 1)), 1),)
+    # group 0: states 4, 3, 2, 1, 0 then h0; group 1: e[:, 7], e[:, 6], ..., e[:, 2]
+    want_a = np.concatenate([states[4::-1], h0[None]])
+    want_b = np.moveaxis(e[:, 7:1:-1], 1, 0)
+    live = np.array([1, 1, 1, 1, 1, 1], bool)
+    extra = (jnp.asarray(live),) if gated else ()
+    kw = dict(body=body, carry=((0, 0),), ncarry=1, nconst=0, ys=((0, 0),), length=6, ngroups=2,
+              gated=(0,) if gated else None)
+    stacked = _run_loop(jnp.zeros((2, 3)), jnp.asarray(want_a), jnp.asarray(want_b), *extra, **kw)
+    viewed = _run_loop(jnp.zeros((2, 3)), jnp.asarray(states), jnp.asarray(h0), jnp.asarray(e), *extra,
+                       views=(((5, 0, 4, -1), (1, None, 0, 0)), ((6, 1, 7, -1),)), **kw)
+    c, rows = np.zeros((2, 3), np.float32), []
+    for a, b in zip(want_a, want_b):
+        c = c * 0.5 + a * b
+        rows.append(c)
+    for got in (stacked, viewed):
+        np.testing.assert_allclose(np.asarray(got[0]), c, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(got[1]), np.stack(rows), rtol=1e-6)

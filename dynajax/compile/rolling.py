@@ -362,10 +362,15 @@ def _emit(eqns, unbound, stacks, loops, nvars):
         if li < len(loops) and loops[li].start == i:
             lp = loops[li]
             li += 1
-            xs = []
-            for g in lp.groups:
-                var, nvars = _stacked(g, rows, unbound, new, nvars)
-                xs.append(var)
+            xs, views = [], []
+            for g in lp.groups:   # (read in place where it can: ``_view``)
+                view = _view(g, rows, unbound)
+                if view is None:
+                    var, nvars = _stacked(g, rows, unbound, new, nvars)
+                    xs.append(var)
+                else:
+                    xs.extend(view[0])
+                views.append(None if view is None else view[1])
             for ts in lp.positions:
                 new.append((_ints, {"values": ts}, (), (nvars,)))
                 xs.append(nvars)
@@ -385,7 +390,8 @@ def _emit(eqns, unbound, stacks, loops, nvars):
             fn = functools.partial(_run_loop, body=tuple(lp.body), carry=tuple(rel for rel, _ in lp.carry),
                                    ncarry=len(lp.carry), nconst=len(lp.consts), ys=tuple(rel for rel, _ in lp.ys),
                                    length=lp.k, ngroups=len(lp.groups),
-                                   gated=lp.gate[4] if lp.gate is not None else None)
+                                   gated=lp.gate[4] if lp.gate is not None else None,
+                                   views=tuple(views) if any(v is not None for v in views) else None)
             fn.rolled = lp
             new.append((fn, {}, refs, tuple(carry_out + ys_vars)))
             for yv, (_, members) in zip(ys_vars, lp.ys):
@@ -426,6 +432,41 @@ def _stacked(group, rows, unbound, new, nvars):
         return parts[0], nvars
     new.append((_concat, {}, tuple(parts), (nvars,)))
     return nvars, nvars + 1
+
+
+def _view(group, rows, unbound):
+    """How a loop reads ``stack(group)`` in place, without making it (``_view_row``): ``(sources, pieces)`` where
+    the group is made of runs of consecutive rows of arrays (a backward loop reads the forward's states in
+    reverse and, at its last step, the initial state), each piece ``(n, axis, start, step)`` (a run of ``n``
+    rows of its source) or ``(1, None, 0, 0)`` (a single value); None where it has no run (a stack of the rows).
+    Stacking such a group cost a reversed copy of the forward's stacked states and a concatenation each."""
+    pieces = _runs(group, rows, unbound)
+    if len(pieces) == len(group):
+        return None
+    sources, shape = [], []
+    for what, n in pieces:
+        if n:
+            var, axis, start, step, _ = what
+            sources.append(var)
+            shape.append((n, axis, start, step))
+        else:
+            sources.append(what)
+            shape.append((1, None, 0, 0))
+    return sources, tuple(shape)
+
+
+def _view_row(sources, pieces, i):
+    """Row ``i`` of the stack a ``_view`` describes: each piece's row at ``i`` (clamped into it), the one whose
+    iterations hold ``i`` selected."""
+    row, off = None, 0
+    for src, (n, axis, start, step) in zip(sources, pieces):
+        if axis is None:
+            r = src
+        else:
+            r = jax.lax.dynamic_index_in_dim(src, start + step * jnp.clip(i - off, 0, n - 1), axis, keepdims=False)
+        row = r if row is None else jnp.where(i >= off, r, row)
+        off += n
+    return row
 
 
 def _runs(group, rows, unbound) -> list:
@@ -489,13 +530,30 @@ def _prune(eqns, outs):
 
 
 # ---------------------------------------------------------------- running
-def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=None):
+def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=None, views=None):
     """The scan of a rolled run: ``vals`` = initial carries, constants, stacked per-iteration inputs (and,
     where ``gated`` lists body eqns, last, whether each iteration runs them: where it does not, what they
-    carry passes on unchanged and what they stack is zeros; the other eqns always run)."""
+    carry passes on unchanged and what they stack is zeros; the other eqns always run). ``views``: for
+    each group of per-iteration inputs, None (one stacked array in ``vals``) or the pieces of a ``_view``
+    (its sources in ``vals``, read in place at each iteration)."""
     init, consts, xs = vals[:ncarry], vals[ncarry:ncarry + nconst], vals[ncarry + nconst:]
     if gated is not None:
         xs, live = xs[:-1], xs[-1]
+    parts = []   # (view pieces or None, its values in ``xs``) of each group; then the positions' arrays
+    for v in views or (None,) * ngroups:
+        n = 1 if v is None else len(v)
+        parts.append((v, xs[:n]))
+        xs = xs[n:]
+    stacked_xs = tuple(vs[0] for v, vs in parts if v is None) + tuple(xs)   # (each indexed by the loop)
+
+    def read(i, rows):
+        """The inputs of iteration ``i`` (``rows``: the rows of ``stacked_xs`` there)."""
+        if views is None:
+            return rows
+        rows, out = iter(rows), []
+        for v, vs in parts:
+            out.append(next(rows) if v is None else _view_row(vs, v, i))
+        return (*out, *rows)
 
     def run(c, x, env, which):
         for j in which:
@@ -553,28 +611,34 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=Non
                 out.append(c[carry.index(rel)] if rel in carry else jnp.zeros(sd.shape, sd.dtype))
         return tuple(c[carry.index(rel)] if rel[0] in gated else env[rel] for rel in carry), tuple(out)
 
+    def read_at(i):
+        return read(i, tuple(a[i] for a in stacked_xs))
+
     try:
         if gated is not None:
-            final, stacked = _live_span_loop(gated_step, off_step, tuple(init), live, tuple(xs), length)
+            final, stacked = _live_span_loop(gated_step, off_step, tuple(init), live, read_at, length)
+        elif views is None:
+            final, stacked = jax.lax.scan(step, tuple(init), stacked_xs, length=length)
         else:
-            final, stacked = jax.lax.scan(step, tuple(init), tuple(xs), length=length)
+            final, stacked = jax.lax.scan(lambda c, ix: step(c, read(*ix)), tuple(init),
+                                          (jnp.arange(length, dtype=jnp.int32), stacked_xs), length=length)
     except TypeError:  # a carry whose type the body changes (a weakly typed Python-float start): unroll
         final, rows = tuple(init), []
         for i in range(length):
-            final, y = step(final, tuple(x[i] for x in xs))
+            final, y = step(final, read_at(i))
             rows.append(y)
         stacked = tuple(jnp.stack([r[i] for r in rows]) for i in range(len(ys)))
     return tuple(final) + tuple(stacked)
 
 
-def _live_span_loop(step, off, init: tuple, live, xs: tuple, length: int):
-    """``lax.scan(step, init, (live, xs))`` of a gated loop (``_run_loop``), as three loops over the iterations:
+def _live_span_loop(step, off, init: tuple, live, read_at, length: int):
+    """``lax.scan(step, init, (live, xs))`` of a gated loop (``_run_loop``; ``read_at(i)``: its inputs at
+    iteration ``i``), as three loops over the iterations:
     those before the first live one and after the last run ``off`` (what ``step`` computes where it is not
     live, without its ``lax.cond``; given the shapes of the rows ``step`` stacks), those between run ``step``. The same results; a padded length's skipped
     iterations then cost their few ungated ops, not a conditional each: on XLA:CPU a GRU LM step padded from
     10 to 64 time steps spent ~70 us on each skipped (forward and backward) iteration."""
-    first = jax.tree_util.tree_map(lambda a: a[0], xs)
-    shapes = jax.eval_shape(lambda c, x: step(c, (True, x))[1], init, first)
+    shapes = jax.eval_shape(lambda c: step(c, (True, read_at(0)))[1], init)
     bufs = tuple(jnp.zeros((length,) + tuple(sd.shape), sd.dtype) for sd in shapes)
     any_live = live.any()
     lo = jnp.where(any_live, jnp.argmax(live), 0)
@@ -583,7 +647,7 @@ def _live_span_loop(step, off, init: tuple, live, xs: tuple, length: int):
     def over(fn, with_flag):
         def body(i, state):
             c, out = state
-            x = tuple(a[i] for a in xs)
+            x = read_at(i)
             c, y = fn(c, (live[i], x)) if with_flag else fn(c, x, shapes)
             return c, tuple(jax.lax.dynamic_update_index_in_dim(b, r, i, 0) for b, r in zip(out, y))
         return body
