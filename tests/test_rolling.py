@@ -574,8 +574,8 @@ def test_a_loop_reads_runs_of_rows_in_place_as_their_stack(gated):
     want_b = np.moveaxis(e[:, 7:1:-1], 1, 0)
     live = np.array([1, 1, 1, 1, 1, 1], bool)
     extra = (jnp.asarray(live),) if gated else ()
-    kw = dict(body=body, carry=((0, 0),), ncarry=1, nconst=0, ys=((0, 0),), length=6, ngroups=2,
-              gated=(0,) if gated else None)
+    kw = {"body": body, "carry": ((0, 0),), "ncarry": 1, "nconst": 0, "ys": ((0, 0),), "length": 6, "ngroups": 2,
+          "gated": (0,) if gated else None}
     stacked = _run_loop(jnp.zeros((2, 3)), jnp.asarray(want_a), jnp.asarray(want_b), *extra, **kw)
     viewed = _run_loop(jnp.zeros((2, 3)), jnp.asarray(states), jnp.asarray(h0), jnp.asarray(e), *extra,
                        views=(((5, 0, 4, -1), (1, None, 0, 0)), ((6, 1, 7, -1),)), **kw)
