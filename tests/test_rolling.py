@@ -532,7 +532,7 @@ def test_a_gated_loop_runs_its_gated_ops_only_where_live(live):
     iterations: there their carries advance and their rows are stacked; elsewhere their carries pass on (and
     stack their last value) and their other rows are zeros, while the ungated eqns run at every iteration.
     Checked against the loop written out, wherever the live iterations are (``_live_span_loop`` runs those
-    before the first live one and after the last without the cond)."""
+    before the first live one and after the last without their gated eqns, those between with a select)."""
     import jax.numpy as jnp
 
     from dynajax.compile.rolling import _run_loop
