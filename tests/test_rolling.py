@@ -527,12 +527,14 @@ def test_a_loop_over_positions_infers_the_slice_shape_once(monkeypatch):
 
 @pytest.mark.parametrize("live", [[0, 1, 1, 0, 0], [1, 1, 0, 0, 0], [0, 0, 0, 1, 1], [0, 0, 0, 0, 0], [1, 0, 1, 0, 1]],
                          ids=["middle", "prefix", "suffix", "none", "gaps"])
-def test_a_gated_loop_runs_its_gated_ops_only_where_live(live):
+@pytest.mark.parametrize("walk", [0, 1, -1])
+def test_a_gated_loop_runs_its_gated_ops_only_where_live(live, walk):
     """A rolled loop over a padded length (``rolling._run_loop`` with ``gated`` eqns) runs them only at its live
     iterations: there their carries advance and their rows are stacked; elsewhere their carries pass on (and
     stack their last value) and their other rows are zeros, while the ungated eqns run at every iteration.
     Checked against the loop written out, wherever the live iterations are (``_live_span_loop`` runs those
-    before the first live one and after the last without their gated eqns, those between with a select)."""
+    before the first live one and after the last without their gated eqns, those between with a select), and
+    whichever end ``walk`` says they are at (a wrong guess only costs time)."""
     import jax.numpy as jnp
 
     from dynajax.compile.rolling import _run_loop
@@ -544,7 +546,7 @@ def test_a_gated_loop_runs_its_gated_ops_only_where_live(live):
     xs = np.arange(1.0, 6.0)
     got = _run_loop(jnp.float32(0.0), jnp.float32(10.0), jnp.asarray(xs, jnp.float32),
                     jnp.asarray(np.array(live, bool)), body=body, carry=((0, 0), (1, 0)), ncarry=2, nconst=0,
-                    ys=((0, 0), (1, 0), (2, 0)), length=5, ngroups=1, gated=(1, 2))
+                    ys=((0, 0), (1, 0), (2, 0)), length=5, ngroups=1, gated=(1, 2), walk=walk)
     count, acc, rows = 0.0, 10.0, []
     for on, x in zip(live, xs):
         count += 1

@@ -353,8 +353,9 @@ def _live_rows(m, *, axis, rank, at):
 
 # ---------------------------------------------------------------- emitting
 def _emit(eqns, unbound, stacks, loops, nvars):
-    """The eqn list with each loop's eqns replaced by (stacks of per-iteration inputs, the scan eqn,
-    rows of its stacked outputs that later eqns read); ``stacks``: position -> params of each ``stack``
+    """The eqn list with each loop's eqns replaced by (stacks of per-iteration inputs, where the loop does not
+    read them in place, the scan eqn, rows of its stacked outputs that later eqns read); ``stacks``: position
+    -> params of each ``stack``
     op eqn, which reads slices of a scan output instead of its rows where it can."""
     rows: dict = {}    # var -> (stacked var, row, length, 0): a value of a rolled run, now a row of a scan output
     new, i, li = [], 0, 0
@@ -391,6 +392,7 @@ def _emit(eqns, unbound, stacks, loops, nvars):
                                    ncarry=len(lp.carry), nconst=len(lp.consts), ys=tuple(rel for rel, _ in lp.ys),
                                    length=lp.k, ngroups=len(lp.groups),
                                    gated=lp.gate[4] if lp.gate is not None else None,
+                                   walk=_walk(lp.gate[3]) if lp.gate is not None else 0,
                                    views=tuple(views) if any(v is not None for v in views) else None)
             fn.rolled = lp
             new.append((fn, {}, refs, tuple(carry_out + ys_vars)))
@@ -530,12 +532,18 @@ def _prune(eqns, outs):
 
 
 # ---------------------------------------------------------------- running
-def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=None, views=None):
+def _walk(at) -> int:
+    """1 where a gated loop's iterations walk its padded dim from its first position on (``at``: each
+    iteration's positions, as ``_live_rows`` takes them), -1 from its last, 0 neither."""
+    return (at[-1][0] > at[0][0]) - (at[-1][0] < at[0][0])
+
+
+def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=None, views=None, walk=0):
     """The scan of a rolled run: ``vals`` = initial carries, constants, stacked per-iteration inputs (and,
     where ``gated`` lists body eqns, last, whether each iteration runs them: where it does not, what they
     carry passes on unchanged and what they stack is zeros; the other eqns always run). ``views``: for
     each group of per-iteration inputs, None (one stacked array in ``vals``) or the pieces of a ``_view``
-    (its sources in ``vals``, read in place at each iteration)."""
+    (its sources in ``vals``, read in place at each iteration). ``walk``: see ``_live_span_loop``."""
     init, consts, xs = vals[:ncarry], vals[ncarry:ncarry + nconst], vals[ncarry + nconst:]
     if gated is not None:
         xs, live = xs[:-1], xs[-1]
@@ -599,7 +607,7 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=Non
 
     try:
         if gated is not None:
-            final, stacked = _live_span_loop(step, off_step, tuple(init), live, read_at, length)
+            final, stacked = _live_span_loop(step, off_step, tuple(init), live, read_at, length, walk)
         elif views is None:
             final, stacked = jax.lax.scan(step, tuple(init), stacked_xs, length=length)
         else:
@@ -614,7 +622,7 @@ def _run_loop(*vals, body, carry, ncarry, nconst, ys, length, ngroups, gated=Non
     return tuple(final) + tuple(stacked)
 
 
-def _live_span_loop(step, off, init: tuple, live, read_at, length: int):
+def _live_span_loop(step, off, init: tuple, live, read_at, length: int, walk: int = 0):
     """``lax.scan`` of a gated loop (``_run_loop``; ``read_at(i)``: its inputs at iteration ``i``; ``live``:
     whether each runs its gated eqns) as three loops: the iterations before the first live one and after the
     last run ``off`` (what a skipped iteration computes: the ungated eqns; given the shapes of the rows
@@ -623,7 +631,12 @@ def _live_span_loop(step, off, init: tuple, live, read_at, length: int):
 
     The same results as a conditional per iteration, which XLA:CPU ran at ~40 us a live iteration (a GRU LM
     step padded to 65 time steps: 13.4 -> 11.0 ms at a true length of 30, 19 -> 16 ms at 50) and ~70 us a
-    skipped one."""
+    skipped one.
+
+    ``walk`` 1 (the loop walks its padded dim from the first position on: its live iterations come first,
+    padding being at the end) or -1 (from the last: they come last) leaves out the loop of skipped iterations
+    that would run none: the loop between starts at 0, or ends at ``length``. It is still exact where they
+    do not (its select), and XLA compiles one loop fewer (0.1 s of the GRU LM's 2 s)."""
     shapes = jax.eval_shape(lambda c: step(c, read_at(0))[1], init)
     bufs = tuple(jnp.zeros((length,) + tuple(sd.shape), sd.dtype) for sd in shapes)
     any_live = live.any()
@@ -641,7 +654,13 @@ def _live_span_loop(step, off, init: tuple, live, read_at, length: int):
                 c, y = off(c, x, shapes)
             return c, tuple(jax.lax.dynamic_update_index_in_dim(b, r, i, 0) for b, r in zip(out, y))
         return body
-    state = jax.lax.fori_loop(0, lo, over(False), (init, bufs))
+    state = (init, bufs)
+    if walk > 0:
+        lo = 0
+    else:
+        state = jax.lax.fori_loop(0, lo, over(False), state)
+    if walk < 0:
+        return jax.lax.fori_loop(lo, length, over(True), state)
     state = jax.lax.fori_loop(lo, hi, over(True), state)
     return jax.lax.fori_loop(hi, length, over(False), state)
 
