@@ -355,8 +355,7 @@ def _live_rows(m, *, axis, rank, at):
 def _emit(eqns, unbound, stacks, loops, nvars):
     """The eqn list with each loop's eqns replaced by (stacks of per-iteration inputs, where the loop does not
     read them in place, the scan eqn, rows of its stacked outputs that later eqns read); ``stacks``: position
-    -> params of each ``stack``
-    op eqn, which reads slices of a scan output instead of its rows where it can."""
+    -> params of each ``stack`` op eqn, which reads slices of a scan output instead of its rows where it can."""
     rows: dict = {}    # var -> (stacked var, row, length, 0): a value of a rolled run, now a row of a scan output
     new, i, li = [], 0, 0
     while i < len(eqns):
