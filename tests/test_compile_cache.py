@@ -361,3 +361,49 @@ def test_a_later_process_runs_at_the_buckets_an_earlier_one_kept(cache_dir):
     f4, written = later([5, 9])
     assert written == 1 and f4.stats.cache_loads == 1   # (5 rows at the kept (8, 8) loaded; 16 rows compiled)
     assert f4._padder.sizes.bought == {(XY, (16, 16))}
+
+
+class _Walk(nn.Module):
+    """A Python loop over a GRU cell along dim 1 of its tokens: the first call's loop walks that dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.cell, self.head = nn.Embedding(5, 4), nn.GRUCell(4, 6), nn.Linear(6, 5)
+
+    def forward(self, tok):
+        e, h, outs = self.emb(tok), dj.zeros(tok.shape[0], 6), []
+        for t in range(tok.shape[1]):
+            h = self.cell(e[:, t], h)
+            outs.append(self.head(h))
+        return dj.stack(outs, 1).reshape(-1, 5)
+
+
+def test_a_later_process_keeps_a_walked_length_at_its_own_size(cache_dir):
+    """A dim padded from the first call because its loop walked it (``Padder.guess``) is remembered as such: a
+    later process pads it from its first call, at the kept bucket (a load), and its own bucket stays its true
+    size while it does not change; once it does, it is padded as any varying dim."""
+    _, disk = _modules()
+    dj.set_compile_cache(cache_dir)
+    tok = RNG.integers(0, 5, (3, 12))
+
+    def run(lengths, compiled=True):
+        _as_a_new_process()
+        jax.clear_caches()
+        dj.manual_seed(0)
+        model = _Walk()
+        step = train_step(model, dj.optim.SGD(model.parameters(), lr=0.1),
+                          lambda out, y: F.cross_entropy(out, y.reshape(-1)))
+        step = dj.compile(step) if compiled else step
+        losses = [step(dj.tensor(tok[:, :n]), dj.tensor(tok[:, 1:n + 1])).item() for n in lengths]
+        np.testing.assert_allclose(losses, run(lengths, False)[0] if compiled else losses, rtol=1e-5)
+        return losses, step
+
+    walked = ["x dim 1 (a loop walks it)", "y dim 1 (a loop walks it)"]
+    _, first = run([9])
+    assert first.stats.compiles == 1 and first.stats.dynamic_dims == walked
+    _, later = run([9, 9])
+    assert later.stats.cache_loads == 1 and later.stats.dynamic_dims == walked
+    assert list(later._padder.sizes.ran) == [(16, 16)] and list(later._padder.sizes.debt) == [(9, 9)]
+    _, varied = run([7])
+    assert varied.stats.cache_loads == 1 and varied.stats.dynamic_dims == ["x dim 1", "y dim 1"]
+    assert (8, 8) in varied._padder.sizes.debt and (7, 7) not in varied._padder.sizes.debt   # (own: a bucket)
