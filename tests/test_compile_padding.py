@@ -439,6 +439,16 @@ def test_the_bucket_price_counts_compiles_not_disk_loads():
     assert p.price() == pytest.approx(2.0)
 
 
+def test_a_dim_that_varies_after_another_is_padded_too():
+    """The automatic policy keeps watching: once dim 1 is padded, a batch (dim 0) that starts changing joins
+    it, rather than compiling an executable per batch size at the padded length (six before)."""
+    a = dj.compile(lambda x: (x * x).sum(1).max())
+    for shape in [(3, 5), (3, 6), (4, 6), (5, 6), (6, 7), (7, 5)]:
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) / 9
+        np.testing.assert_allclose(a(dj.tensor(x)).item(), float((x * x).sum(1).max()), rtol=1e-6)
+    assert a.stats.dynamic_dims == ["x dim 1", "x dim 0"] and a.stats.compiles <= 4, a.stats
+
+
 def test_dynamic_false_turns_the_automatic_policy_off():
     c = dj.compile(lambda x: x.sum(), dynamic=False)
     for n in (3, 4, 5):
