@@ -10,7 +10,6 @@ import dynajax as dj
 import dynajax.nn as nn
 import dynajax.nn.functional as F
 from dynajax.compile import padding
-from dynajax.compile.bucketing import Padder
 from dynajax.ops.registry import OPS
 from op_table import TABLE
 
@@ -245,97 +244,28 @@ def test_recurrent_layer_over_padded_lengths(kind):
     _train(M, _seq_batches([5, 9, 4, 7]), lambda m, x, y: F.cross_entropy(m(x).reshape(-1, 11), y.reshape(-1)))
 
 
-class _GRULoop(nn.Module):
-    """A Python loop over a GRU cell along the length of the tokens (dim 1), a prediction per position."""
-
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(11, 6)
-        self.cell = nn.GRUCell(6, 8)
-        self.head = nn.Linear(8, 11)
-
-    def forward(self, tok):
-        e = self.emb(tok)
-        h = dj.zeros(tok.shape[0], 8)
-        outs = []
-        for t in range(tok.shape[1]):
-            h = self.cell(e[:, t], h)
-            outs.append(self.head(h))
-        return dj.stack(outs, 1)
-
-
-def _per_position_loss(m, x, y):
-    return F.cross_entropy(m(x).reshape(-1, 11), y.reshape(-1))
-
-
 def test_python_loop_over_a_gru_cell_with_varying_lengths():
-    comp = _train(_GRULoop, _seq_batches([5, 9, 4, 7, 6]), _per_position_loss)
-    assert comp.stats.dynamic_dims == ["x dim 1", "y dim 1"]
-    assert comp.stats.compiles <= 3
-    # the loop and its backward are rolled, and both skip the iterations that are padding
-    assert len(comp.last_loops) >= 2 and all(lp.gate is not None for lp in comp.last_loops)
-
-
-def test_a_loop_that_walks_an_arguments_dim_pads_it_from_the_first_call():
-    """The first call's loop walks the tokens' length: that dim (and the targets' of the same size) is padded
-    from the first call on, so the shorter lengths that follow reuse its executable: one compile, no exact one
-    for the first call alone."""
-    comp = _train(_GRULoop, _seq_batches([9]), _per_position_loss)
-    assert comp.stats.compiles == 1
-    assert comp.stats.dynamic_dims == ["x dim 1 (a loop walks it)", "y dim 1 (a loop walks it)"]
-    comp = _train(_GRULoop, _seq_batches([9, 5, 4, 7, 6, 16]), _per_position_loss)
-    # (5, 4, 7 and 6 in the bucket of 9, 16, past their own; 16 at its own)
-    assert comp.stats.compiles == 1 and comp.stats.bucket_hits == 5 and comp.stats.bucket_reuses == 4
-    assert comp.stats.dynamic_dims == ["x dim 1", "y dim 1"]            # (it changed size)
-
-
-def test_a_walked_length_that_stays_put_buys_back_its_own_size(monkeypatch):
-    """Until a walked dim changes size its own bucket is its true size: the padding past it is a debt that the
-    ski-rental rule repays by compiling the true size (here at once: compiles made free)."""
-    comp = _train(_GRULoop, _seq_batches([9, 9]), _per_position_loss)
-    assert comp.stats.compiles == 1 and list(comp._padder.sizes.debt) == [(9, 9)]
-    monkeypatch.setattr(Padder, "price", lambda self: 0.0)
-    comp = _train(_GRULoop, _seq_batches([9, 9, 9]), _per_position_loss)
-    assert comp.stats.compiles == 2      # the bucket of 9 (16), then 9 itself at the second call
-    assert comp.stats.bucket_hits == 1 and comp.stats.bucket_reuses == 0   # (the third call: at 9)
-
-
-def test_a_dim_that_starts_changing_later_joins_the_padded_ones(monkeypatch):
-    """After the walked length, the batch changes size too: it is padded as well, rather than compiling each
-    new batch size at its true shape (own buckets never bought here: compiles made dear)."""
-    monkeypatch.setattr(Padder, "price", lambda self: float("inf"))
-    r = np.random.default_rng(1)
-    shapes = [(3, 9), (3, 9), (5, 9), (4, 12), (2, 7)]
-    batches = [(r.integers(0, 11, s), r.integers(0, 11, s)) for s in shapes]
-    comp = _train(_GRULoop, batches, _per_position_loss)
-    assert comp.stats.compiles == 2      # the length's bucket (16), then (16, 9) for batches up to 5 (8: a hidden size)
-    assert sorted(comp.stats.dynamic_dims) == ["x dim 0", "x dim 1", "y dim 0", "y dim 1"]
-
-
-def test_a_loop_that_walks_no_whole_argument_dim_compiles_exact():
-    """A loop that repeats a cell over one input, or walks only part of a dim, is no sign that a size varies:
-    the first call compiles at its true shapes (a loop of eight iterations beside a batch of eight, nine
-    positions of a length of twelve)."""
-    class Partly(_GRULoop):
-        def __init__(self, repeat):
+    class M(nn.Module):
+        def __init__(self):
             super().__init__()
-            self.repeat = repeat
+            self.emb = nn.Embedding(11, 6)
+            self.cell = nn.GRUCell(6, 8)
+            self.head = nn.Linear(8, 11)
 
         def forward(self, tok):
             e = self.emb(tok)
             h = dj.zeros(tok.shape[0], 8)
             outs = []
-            for t in range(8 if self.repeat else 9):
-                h = self.cell(e[:, 0 if self.repeat else t], h)
+            for t in range(tok.shape[1]):
+                h = self.cell(e[:, t], h)
                 outs.append(self.head(h))
-            return dj.stack(outs, 1).mean(1)
-
-    r = np.random.default_rng(2)
-    for repeat in (True, False):
-        tok = [(r.integers(0, 11, (8, 12)), r.integers(0, 11, 8))]
-        comp = _train(lambda: Partly(repeat), tok, lambda m, x, y: F.cross_entropy(m(x), y))
-        assert comp.stats.compiles == 1 and comp.stats.dynamic_dims == []
-        assert [lp.k for lp in comp.last_loops][:1] == [8 if repeat else 9]   # (rolled)
+            return dj.stack(outs, 1)
+    comp = _train(M, _seq_batches([5, 9, 4, 7, 6]),
+                  lambda m, x, y: F.cross_entropy(m(x).reshape(-1, 11), y.reshape(-1)))
+    assert comp.stats.dynamic_dims == ["x dim 1", "y dim 1"]
+    assert comp.stats.compiles <= 3
+    # the loop and its backward are rolled, and both skip the iterations that are padding
+    assert len(comp.last_loops) >= 2 and all(lp.gate is not None for lp in comp.last_loops)
 
 
 class _CellLoop(nn.Module):

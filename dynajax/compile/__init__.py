@@ -158,11 +158,7 @@ class Compiled:
             pd = self._padder
             if pd is not None and pd.active(args, kwargs):
                 return pd.call(self, args, kwargs)
-            try:
-                return self._call(args, kwargs)
-            except _Guessed:   # the first call's loops walk an argument's dim: padded from this call on
-                self.stats.calls -= 1
-                return pd.call(self, args, kwargs)
+            return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
         if _deferred.PENDING:   # an earlier step's failed index check, raised here once read (every 16 calls)
@@ -314,11 +310,6 @@ class Compiled:
             gates = cap.padding.gates() if cap.padding is not None else None
             eqns, nvars, self.last_loops = _rolling.roll(eqns, cap.keys, plan.in_vars, cap.in_avals, cap.scalars,
                                                          nvars, plan.outs, gates)
-            pd = self._padder
-            if (pd is not None and cap.padding is None and not self._cache and self.last_loops and not cap.breaks
-                    and pd.guess(_rolling.walked(plan.eqns, cap.keys, self.last_loops),
-                                 {s for a in cap.in_avals for s in a[0]})):
-                raise _Guessed   # (the call runs again, padded: ``Padder.guess``)
         if cap.check_report is not None:   # the step's work conditional on its index checks
             eqns = _checks.guard(eqns, plan.outs, cap.check_gated)
         st.rolled_loops += len(self.last_loops)
@@ -603,10 +594,6 @@ def _first_call_done(st: CompileStats) -> None:
     and whether the executable came from the disk cache."""
     st.compile_time += time.perf_counter()
     st.cache_loads += _compile_cache.loads()
-
-
-class _Guessed(Exception):
-    """Raised by ``Compiled._compile`` where the automatic policy pads a first call after all (``Padder.guess``)."""
 
 
 _CALLS = threading.RLock()   # held through a compiled call (reentrant: a step calling a compiled step gets its error)

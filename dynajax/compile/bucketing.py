@@ -310,6 +310,7 @@ def unpad(result, grown: dict):
 
 # ---------------------------------------------------------------- padded calls and the automatic policy
 GEOMETRIC = tuple(2 ** k for k in range(31))   # the automatic policy's buckets
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
 
 
 class Padder:
@@ -330,17 +331,14 @@ class Padder:
         self.peak: dict = {}         # (argument, dim) -> the largest true size of a padded call
         self.paid: list = []         # (seconds, loaded from the disk cache) of each padded call that compiled
         self.last = None             # auto: the last call's argument shapes
-        self.names = None            # auto: the first call's bound argument names
-        self.guessed: dict = {}      # (argument, dim) -> its size, for dims :meth:`guess` took that kept it so far
         self.ident = False           # the step's name in the compile cache folder's bucket record (False: not read)
         self.folder = None           # that folder
 
     keys = None   # the compiled step's cache (set by it): its recordings' keys
 
     def active(self, args, kwargs) -> bool:
-        """Whether this call is padded (auto: once some argument's dim changed size between two calls, or a loop
-        of the first call's recording walked one, :meth:`guess`). A dim that starts changing later joins the
-        padded ones."""
+        """Whether this call is padded (auto: once some argument's dim changed size between two calls). A dim
+        that starts changing later joins the padded ones."""
         if self.stopped is not None:
             return False
         if not self.auto:
@@ -351,14 +349,9 @@ class Padder:
                 try:
                     declared(self.sig, self.spec, args, kwargs, self.avoid)
                 except (TypeError, RuntimeError, IndexError):   # (its dims do not fit this call: found again)
-                    self.spec, self.avoid, self.peak, self.guessed = {}, set(), {}, {}
+                    self.spec, self.avoid, self.peak = {}, set(), {}
         shapes = _arg_shapes(args, kwargs)
         last, self.last = self.last, shapes
-        if last is None:
-            try:
-                self.names = list(self.sig.bind(*args, **kwargs).arguments)
-            except TypeError:
-                self.names = None
         if last is None or last == shapes or len(last) != len(shapes):
             return bool(self.spec)
         found = []
@@ -366,57 +359,29 @@ class Padder:
             if k != k2 or da != db or len(sa) != len(sb):
                 return bool(self.spec)
             found += [(k, d, sa[d], sb[d]) for d in range(len(sa)) if sa[d] != sb[d]]
+        names = list(self.sig.parameters)   # (the name of a positional argument: a parameter's, in order)
+        named = []
+        for k, d, a, b in found:
+            if type(k) is int and (k >= len(names) or self.sig.parameters[names[k]].kind is _VAR_POSITIONAL):
+                return bool(self.spec)   # a *args tensor: not nameable by dynamic=
+            name = names[k] if type(k) is int else k
+            if d not in self.spec.get(name, ()):   # (a dim padded already changes size at every call)
+                named.append((name, d, a, b))
+        if not named:
+            return bool(self.spec)
         try:
-            names = list(self.sig.bind(*args, **kwargs).arguments)
+            self.sig.bind(*args, **kwargs)
         except TypeError:
             return bool(self.spec)
-        found = [(self._name(names, k), d, a, b) for k, d, a, b in found]
-        found = [f for f in found if f[1] not in self.spec.get(f[0], ())]
-        if not found:
-            return bool(self.spec)
-        if any(name is None for name, *_ in found):
-            return bool(self.spec)   # a *args tensor: not nameable by dynamic=
         if not self.spec:   # the sizes of the step's own inputs (parameters, state): no bucket (known already once
             for key in compiled_keys(self):   # dims are padded: the keys since hold padded sizes)
                 self.avoid.update(s for a in key[0] for s in a[0])
-        for name, d, a, b in found:
-            self._take(name, d, (a, b))
+        for name, d, a, b in named:
+            self.spec.setdefault(name, {})[d] = GEOMETRIC
+            self.seen.setdefault((name, d), set()).update((a, b))
+            self.peak[(name, d)] = max(a, b, self.peak.get((name, d), 0))
         for v in self.seen.values():
             self.avoid -= v
-        return True
-
-    def _name(self, names: list, k):
-        """The parameter name of the tensor argument at position (or keyword) ``k`` of a call whose bound
-        arguments are ``names``; None for one of ``*args``."""
-        if type(k) is not int:
-            return k
-        return names[k] if k < len(self.sig.parameters) and k < len(names) else None
-
-    def _take(self, name: str, d: int, sizes: tuple) -> None:
-        """Pad dim ``d`` of argument ``name`` from now on (to geometric buckets); ``sizes``: the true sizes it had."""
-        self.spec.setdefault(name, {})[d] = GEOMETRIC
-        self.seen.setdefault((name, d), set()).update(sizes)
-        self.peak[(name, d)] = max(*sizes, self.peak.get((name, d), 0))
-
-    def guess(self, lengths: set, sizes: set) -> bool:
-        """At the first call, before its exact compile: loops of its recording walk dims of ``lengths``, one slice
-        an iteration (``compile.rolling.walked``): ``for t in range(x.shape[1])`` over a sequence. The
-        arguments' dims of those sizes likely change from call to call, so they are padded from this call on:
-        its executable then serves the shorter lengths of later calls, and no exact one is compiled for this
-        call alone. Until such a dim changes size its own bucket is its true size (``guessed``), which the
-        ski-rental rule buys back where the length stays put. ``sizes``: the sizes of the recording's inputs
-        (parameters too), which buckets skip. True where some dim was taken (the caller then runs the call
-        again, padded)."""
-        if not self.auto or self.spec or self.stopped is not None or not self.last or not self.names:
-            return False
-        found = [(self._name(self.names, k), d, n) for k, shape, _ in self.last for d, n in enumerate(shape)
-                 if n in lengths]
-        if not found or any(name is None for name, _, _ in found):
-            return False
-        for name, d, n in found:
-            self._take(name, d, (n,))
-            self.guessed[(name, d)] = n
-        self.avoid |= set(sizes) - set(lengths)
         return True
 
     def price(self) -> float:
@@ -431,8 +396,7 @@ class Padder:
         return 5 * statistics.fmean(t for t, _ in self.paid) if self.paid else 0.0
 
     def went_dynamic(self) -> list:
-        return [f"{n} dim {d}" + (" (a loop walks it)" if (n, d) in self.guessed else "")
-                for n, dims in self.spec.items() for d in dims]
+        return [f"{n} dim {d}" for n, dims in self.spec.items() for d in dims]
 
     def _recall(self) -> None:
         """At the step's first call (automatic policy) or first padded call: what earlier processes kept of its
@@ -451,7 +415,6 @@ class Padder:
             self.spec = {name: dict.fromkeys(dims, GEOMETRIC) for name, dims in rec["spec"].items()}
             self.avoid |= set(rec.get("avoid", ()))
             self.peak.update(rec.get("peak", {}))
-            self.guessed.update(rec.get("guessed", {}))
         _RECORDED.add(self)
 
     def save(self) -> None:
@@ -460,7 +423,7 @@ class Padder:
             rec = {"bought": set(self.sizes.bought), "debt": dict(self.sizes.debt), "price": self.price()}
             if self.auto and self.spec:
                 rec.update(spec={name: sorted(dims) for name, dims in self.spec.items()}, avoid=sorted(self.avoid),
-                           peak=dict(self.peak), guessed=dict(self.guessed))
+                           peak=dict(self.peak))
             _cache.save_bucket_record(self.folder, self.ident, rec)
 
     def call(self, compiled, args, kwargs):
@@ -470,13 +433,6 @@ class Padder:
         if self.ident is False:
             self._recall()
         bound, dims_of = declared(sig, self.spec, args, kwargs, self.avoid)
-        if self.guessed:   # (a guessed dim's own bucket is its true size until that changes)
-            for k, n, _ in dims_of:
-                if self.guessed.get(k, n) != n:
-                    del self.guessed[k]
-            if self.guessed:
-                dims_of = assign([(k, n, 1 if k in self.guessed else self.spec[k[0]][k[1]]) for k, n, _ in dims_of],
-                                 self.avoid)
         def wide():
             return tuple(b for _, _, b in assign([(k, max(n, self.peak.get(k, n)), self.spec[k[0]][k[1]])
                                                   for k, n, _ in dims_of], self.avoid))

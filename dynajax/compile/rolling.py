@@ -89,28 +89,6 @@ def roll(eqns: list, keys: list, in_vars: list, in_avals: list, scalars: list, n
     return _prune(new, outs), nvars, loops
 
 
-def walked(eqns: list, keys: list, loops: list) -> set:
-    """The lengths of the dims that ``loops`` (:func:`roll`'s, of ``eqns``) walk: a loop that reads, iteration by
-    iteration, consecutive slices of one array along a dim as long as the loop (``for t in range(x.shape[1]):
-    ... e[:, t]``, or over ``x.unbind(1)``), forwards or backwards."""
-    unbound = _unbound_slices(eqns, keys)
-    out = set()
-    for lp in loops:
-        whole = (list(range(lp.k)), list(range(lp.k - 1, -1, -1)))
-        for j, (fn, _, spec, _) in enumerate(lp.body):   # ``e[:, t]`` in the loop, t its position
-            if fn is _at:
-                axis, _, shape = _position(*eqns[lp.start + j][:2])
-                if shape[axis] == lp.k and list(lp.positions[spec[-1][1]]) in whole:
-                    out.add(lp.k)
-        for g in lp.groups:   # its pieces, sliced before the loop
-            got = [unbound.get(v) for v in g]
-            if None in got or len({(src, axis) for src, _, _, axis in got}) != 1 or got[0][2] != lp.k:
-                continue
-            if [i for _, i, _, _ in got] in whole:
-                out.add(lp.k)
-    return out
-
-
 # ---------------------------------------------------------------- finding runs
 def _signatures(eqns, keys, in_vars, in_avals, scalars):
     """One int per eqn: equal for eqns with the same op, static params and input shapes/dtypes. An eqn
