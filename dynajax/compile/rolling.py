@@ -647,8 +647,8 @@ def _live_span_loop(step, off, either, init: tuple, live, read_at, length: int, 
     shapes = jax.eval_shape(lambda c: step(c, read_at(0))[1], init)
     bufs = tuple(jnp.zeros((length,) + tuple(sd.shape), sd.dtype) for sd in shapes)
     any_live = live.any()
-    lo = jnp.where(any_live, jnp.argmax(live), 0)
-    hi = jnp.where(any_live, length - jnp.argmax(live[::-1]), 0)
+    lo = 0 if walk > 0 else jnp.where(any_live, jnp.argmax(live), 0)
+    hi = length if walk < 0 else jnp.where(any_live, length - jnp.argmax(live[::-1]), 0)
 
     def over(between):
         def body(i, state):
@@ -658,14 +658,12 @@ def _live_span_loop(step, off, either, init: tuple, live, read_at, length: int, 
             return c, tuple(jax.lax.dynamic_update_index_in_dim(b, r, i, 0) for b, r in zip(out, y))
         return body
     state = (init, bufs)
-    if walk > 0:
-        lo = 0
-    else:
+    if walk <= 0:
         state = jax.lax.fori_loop(0, lo, over(False), state)
-    if walk < 0:
-        return jax.lax.fori_loop(lo, length, over(True), state)
     state = jax.lax.fori_loop(lo, hi, over(True), state)
-    return jax.lax.fori_loop(hi, length, over(False), state)
+    if walk >= 0:
+        state = jax.lax.fori_loop(hi, length, over(False), state)
+    return state
 
 
 def _at(x, t, *, axis):
